@@ -1,0 +1,5 @@
+import sys
+
+from hweval.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``hweval`` subcommand (see :data:`hweval.cli.COMMANDS`)."""

@@ -1,0 +1,63 @@
+"""``hweval results``: list, filter and export stored results."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from hweval.commands.common import open_store, store_option
+from hweval.errors import InputError
+from hweval.store import KINDS, STATUSES
+
+LIST_COLUMNS = ["finished_at", "run_id", "kind", "name", "status", "node_id", "plan", "notebook", "error"]
+
+
+@click.command()
+@store_option
+@click.option("--kind", type=click.Choice(KINDS), default=None, help="Only this kind of record.")
+@click.option("--name", default=None, help="Only this kernel / workload / fit name.")
+@click.option("--status", type=click.Choice(STATUSES), default=None, help="Only this status.")
+@click.option("--run-id", default=None, help="Only this run id.")
+@click.option("--plan", default=None, help="Only this plan.")
+@click.option("--node-id", default=None, help="Only this node.")
+@click.option("--sql", default=None, help="A DuckDB query over the view 'results' (overrides the filters).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="Export the selection as CSV to this file ('-' for stdout).")
+@click.option("--json", "as_json", is_flag=True, help="Print the selection as JSON records.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N rows (newest).")
+def results(store_path, kind, name, status, run_id, plan, node_id, sql, csv_path, as_json, limit) -> None:
+    """List, filter and export results (DuckDB over the Parquet store)."""
+    store = open_store(store_path, write=False)
+    if sql:
+        df = store.query(sql)
+    else:
+        df = store.records(kind=kind, name=name, status=status, run_id=run_id, plan=plan, node_id=node_id)
+    if limit is not None:
+        df = df.tail(limit)
+    if csv_path:
+        if csv_path == "-":
+            df.to_csv(sys.stdout, index=False)
+        else:
+            try:
+                df.to_csv(csv_path, index=False)
+            except OSError as exc:
+                raise InputError(f"--csv: cannot write {csv_path}: {exc.strerror}") from exc
+            click.echo(f"wrote {len(df)} rows to {csv_path}", err=True)
+        return
+    if as_json:
+        click.echo(df.to_json(orient="records", date_format="iso"))
+        return
+    if df.empty:
+        click.echo(f"no results in {store.path}")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    cols = [c for c in LIST_COLUMNS if c in df.columns] if not sql else list(df.columns)
+    table = Table(title=f"{len(df)} result(s) in {store.path}")
+    for c in cols:
+        table.add_column(c, overflow="fold")
+    for _, row in df[cols].iterrows():
+        table.add_row(*["" if v is None else str(v) for v in row.tolist()])
+    Console().print(table)

@@ -1,0 +1,1 @@
+"""hwmodels package (see README)."""

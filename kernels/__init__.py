@@ -1,0 +1,1 @@
+"""kernels package (see README)."""
