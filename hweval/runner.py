@@ -1,0 +1,454 @@
+"""Execute plan cells (papermill notebooks) and keep their status in the store.
+
+One cell = one notebook execution, run by :func:`run_cell`:
+
+* a *worker* subprocess (``python -m hweval.runner --worker SPEC``, its own
+  session) converts the jupytext script to ``.ipynb`` and runs papermill with
+  ``kernel_name="python3"`` and the cell's parameters injected; the kernel
+  inherits ``HWEVAL_RUN_ID``, ``HWEVAL_PLAN``, ``HWEVAL_NOTEBOOK``,
+  ``HWEVAL_STORE`` (and ``HWEVAL_CELL_ID``, ``HWEVAL_NODE``), so every record
+  the notebook writes is tagged with its plan and run;
+* the supervising :func:`run_cell` waits at most ``timeout_s``; past it, the
+  worker and every descendant (the kernel) are killed and the cell is recorded
+  as ``timeout``. A kernel that dies (SIGKILL, segfault, OOM killer) makes
+  papermill raise ``DeadKernelError`` and the cell is recorded as ``failed``;
+  a worker that dies is recorded as ``failed`` with its exit signal;
+* the executed notebook ``<out_dir>/<cell_id>.ipynb`` gets ``metadata.hweval``
+  = {cell_id, plan, run_id, node, notebook, parameters, status, error,
+  fingerprint}; papermill's own ``metadata.papermill.parameters`` is kept;
+* one ``Record(kind="notebook", name=<notebook>, params={"cell_id", "node",
+  "parameters", "output"})`` with status ``ok``/``failed``/``timeout`` is
+  appended to the store. It is the source of truth for completion:
+  :func:`cell_states` returns the latest notebook record per ``cell_id`` of a
+  plan, and :func:`select_cells` picks what a run must do (missing cells;
+  ``resume`` adds failed/timed-out ones; ``force`` takes all).
+
+``python -m hweval.runner --plan FILE --cell CELL_ID --out DIR --store DIR --run-id ID``
+runs one cell (the Slurm job script calls this) and exits 0 if it finished
+``ok``, 1 otherwise, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hweval.errors import InputError
+from hweval.plan import REPO, Cell, Plan
+from hweval.store import Record, Store, new_run_id
+
+KILL_GRACE_S = 5.0
+DONE = "ok"
+
+_active: set[subprocess.Popen] = set()
+_active_lock = threading.Lock()
+
+
+# -- completion state -----------------------------------------------------------------
+def cell_states(store: Store, plan_name: str) -> dict[str, dict[str, Any]]:
+    """Latest notebook record per ``cell_id`` of ``plan_name``: ``{cell_id: {status, run_id, output, error, finished_at}}``."""
+    df = store.query(
+        "select run_id, status, error, params, finished_at from results "
+        "where kind = 'notebook' and plan = ? order by finished_at",
+        [plan_name],
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for row in df.itertuples(index=False):
+        try:
+            params = json.loads(row.params) if isinstance(row.params, str) else {}
+        except json.JSONDecodeError:
+            continue
+        cid = params.get("cell_id")
+        if not cid:
+            continue
+        out[cid] = {
+            "status": row.status,
+            "run_id": row.run_id,
+            "error": row.error if isinstance(row.error, str) else None,
+            "output": params.get("output"),
+            "finished_at": row.finished_at,
+        }
+    return out
+
+
+def select_cells(
+    cells: Iterable[Cell], states: dict[str, dict[str, Any]], *, resume: bool = False, force: bool = False
+) -> tuple[list[Cell], dict[str, list[Cell]]]:
+    """Split cells into (to run, {"done": [...], "failed": [...]}) per the resume/force rules.
+
+    * ``force``: every cell runs again.
+    * default: only cells without any notebook record run; a finished plan is a no-op.
+    * ``resume``: cells without a record, and cells whose latest record is not ``ok``.
+    """
+    todo: list[Cell] = []
+    kept: dict[str, list[Cell]] = {"done": [], "failed": []}
+    for c in cells:
+        st = states.get(c.cell_id)
+        if force or st is None:
+            todo.append(c)
+        elif st["status"] == DONE:
+            kept["done"].append(c)
+        elif resume:
+            todo.append(c)
+        else:
+            kept["failed"].append(c)
+    return todo, kept
+
+
+# -- one cell ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CellOutcome:
+    status: str
+    error: str | None
+    output: Path
+    wall_s: float
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGTERM then SIGKILL the worker and all its descendants (the kernel lives in its own session)."""
+    try:
+        import psutil
+
+        try:
+            kids = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            kids = []
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        kids = []
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    for k in kids:
+        with contextlib.suppress(Exception):
+            k.terminate()
+    try:
+        proc.wait(KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for k in kids:
+        with contextlib.suppress(Exception):
+            k.kill()
+    with contextlib.suppress(Exception):
+        proc.wait(KILL_GRACE_S)
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+def _annotate(output: Path, meta: dict[str, Any]) -> None:
+    """Write ``metadata.hweval`` into the executed notebook (atomic replace)."""
+    import nbformat
+
+    if not output.exists():
+        return
+    try:
+        nb = nbformat.read(output, as_version=4)
+    except Exception:  # noqa: BLE001 - a half-written notebook from a killed worker
+        return
+    nb.metadata["hweval"] = meta
+    tmp = output.with_name(f".{output.name}.tmp")
+    nbformat.write(nb, tmp)
+    os.replace(tmp, output)
+
+
+def run_cell(
+    cell: Cell,
+    *,
+    out_dir: str | Path,
+    store: Store | str | Path | None = None,
+    plan_name: str,
+    run_id: str,
+    timeout_s: float | None = None,
+    env: dict[str, str] | None = None,
+    on_start: Callable[[Cell], None] | None = None,
+) -> str:
+    """Execute one cell and append its notebook record; returns the status (ok / failed / timeout).
+
+    Never raises for a failing, hanging or killed notebook: the failure is the
+    returned and recorded status. ``env`` adds variables for the worker and
+    kernel (the local backend uses it for thread counts).
+    """
+    from hweval.fingerprint import fingerprint
+
+    st = store if isinstance(store, Store) else Store(store)
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    output = out / f"{cell.cell_id}.ipynb"
+    log = out / f"{cell.cell_id}.log"
+    limit = float(timeout_s if timeout_s is not None else cell.timeout_s)
+    started = datetime.now(UTC)
+    t0 = time.monotonic()
+
+    with tempfile.TemporaryDirectory(prefix="hweval-cell-") as tmp:
+        spec_path = Path(tmp) / "spec.json"
+        result_path = Path(tmp) / "result.json"
+        spec = {"cell": cell.to_json(), "output": str(output), "result": str(result_path)}
+        spec_path.write_text(json.dumps(spec, default=str))
+        wenv = dict(os.environ)
+        wenv.update(env or {})
+        wenv.update(
+            {
+                "HWEVAL_RUN_ID": run_id,
+                "HWEVAL_PLAN": plan_name,
+                "HWEVAL_NOTEBOOK": cell.notebook,
+                "HWEVAL_STORE": str(Path(st.path).resolve()),
+                "HWEVAL_CELL_ID": cell.cell_id,
+                "HWEVAL_NODE": cell.node,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        status, error = "failed", None
+        with open(log, "w") as logf:
+            if on_start is not None:
+                on_start(cell)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "hweval.runner", "--worker", str(spec_path)],
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=wenv,
+                cwd=str(REPO),
+                start_new_session=True,
+            )
+            with _active_lock:
+                _active.add(proc)
+            try:
+                try:
+                    rc = proc.wait(limit)
+                except subprocess.TimeoutExpired:
+                    _kill_tree(proc)
+                    rc = None
+                    status, error = "timeout", f"notebook {cell.notebook} exceeded its timeout of {limit:g} s; killed"
+                except BaseException:
+                    _kill_tree(proc)
+                    raise
+            finally:
+                with _active_lock:
+                    _active.discard(proc)
+        if rc is not None:
+            result = None
+            if result_path.exists():
+                with contextlib.suppress(json.JSONDecodeError, OSError):
+                    result = json.loads(result_path.read_text())
+            if result is not None:
+                status, error = result["status"], result.get("error")
+            elif rc < 0:
+                status, error = "failed", f"worker killed by signal {signal.Signals(-rc).name}\n{_tail(log)}"
+            else:
+                status, error = "failed", f"worker exited with code {rc} without a result\n{_tail(log)}"
+
+    wall_s = time.monotonic() - t0
+    fp = fingerprint()
+    meta = {
+        "cell_id": cell.cell_id,
+        "plan": plan_name,
+        "run_id": run_id,
+        "node": cell.node,
+        "notebook": cell.notebook,
+        "parameters": cell.params,
+        "status": status,
+        "error": error,
+        "wall_s": wall_s,
+        "fingerprint": fp,
+    }
+    _annotate(output, meta)
+    st.append(
+        Record(
+            kind="notebook",
+            name=cell.notebook,
+            params={"cell_id": cell.cell_id, "node": cell.node, "parameters": cell.params, "output": str(output),
+                    "is_report": cell.is_report},
+            metrics={"wall_s": wall_s, "timeout_s": limit},
+            units={"wall_s": "s", "timeout_s": "s"},
+            status=status,
+            error=error,
+            run_id=run_id,
+            plan=plan_name,
+            notebook=cell.notebook,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+            fingerprint=fp,
+        )
+    )
+    return status
+
+
+def kill_active() -> None:
+    """Kill every running worker (Ctrl-C of the batch)."""
+    with _active_lock:
+        procs = list(_active)
+    for p in procs:
+        _kill_tree(p)
+
+
+# -- the worker (runs inside the subprocess) --------------------------------------------
+def _worker(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    cell = spec["cell"]
+    output = Path(spec["output"])
+    result_path = Path(spec["result"])
+
+    def finish(status: str, error: str | None) -> int:
+        result_path.write_text(json.dumps({"status": status, "error": error}))
+        return 0
+
+    import jupytext
+    import nbformat
+    import papermill as pm
+
+    try:
+        nb = jupytext.read(cell["notebook_path"])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        src = output.with_name(f".{output.stem}.input.ipynb")
+        nbformat.write(nb, src)
+    except Exception as exc:  # noqa: BLE001
+        return finish("failed", f"cannot convert {cell['notebook_path']}: {exc}")
+    try:
+        pm.execute_notebook(
+            str(src),
+            str(output),
+            parameters=cell["params"],
+            kernel_name="python3",
+            cwd=str(REPO),
+            progress_bar=False,
+            log_output=True,
+            request_save_on_cell_execute=True,
+        )
+        status, error = "ok", None
+    except pm.PapermillExecutionError as exc:
+        status, error = "failed", f"{exc.ename}: {exc.evalue}"
+    except Exception as exc:  # noqa: BLE001 - DeadKernelError, CellTimeoutError, kernel start failures
+        name = type(exc).__name__
+        status = "timeout" if name in ("CellTimeoutError", "TimeoutError") else "failed"
+        msg = str(exc).strip().splitlines()
+        error = f"{name}: {msg[0] if msg else ''}".strip()
+        if name == "DeadKernelError":
+            error = f"kernel died during execution (killed or crashed): {error}"
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(OSError):
+            src.unlink()
+    return finish(status, error)
+
+
+# -- the local backend -------------------------------------------------------------------
+def run_local(
+    plan: Plan,
+    cells: list[Cell],
+    *,
+    out_dir: Path,
+    store: Store,
+    run_id: str,
+    jobs: int = 1,
+    progress: bool = True,
+    timeout_s: float | None = None,
+) -> dict[str, str]:
+    """Run ``cells`` with ``jobs`` workers in parallel; returns ``{cell_id: status}``."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    env: dict[str, str] = {}
+    if jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
+        # share the cores between concurrent notebooks instead of oversubscribing them
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        env["OMP_NUM_THREADS"] = str(max(1, cores // jobs))
+    statuses: dict[str, str] = {}
+    run_dir = out_dir / "runs" / run_id
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+        disable=not progress,
+        transient=False,
+    )
+    with bar:
+        task = bar.add_task(f"plan {plan.name}", total=len(cells), last="")
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futs = {
+                pool.submit(
+                    run_cell, c, out_dir=run_dir, store=store, plan_name=plan.name, run_id=run_id,
+                    timeout_s=timeout_s, env=env,
+                ): c
+                for c in cells
+            }
+            try:
+                for fut in as_completed(futs):
+                    c = futs[fut]
+                    try:
+                        statuses[c.cell_id] = fut.result()
+                    except Exception as exc:  # noqa: BLE001 - e.g. the store became unwritable
+                        statuses[c.cell_id] = "failed"
+                        console.print(f"[red]{c.cell_id}: runner error: {exc}")
+                    bar.update(task, advance=1, last=f"{c.notebook}@{c.node}: {statuses[c.cell_id]}")
+            except KeyboardInterrupt:
+                for f in futs:
+                    f.cancel()
+                kill_active()
+                raise
+    return statuses
+
+
+# -- module entry --------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hweval.runner", description="Run one plan cell.")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--plan")
+    ap.add_argument("--cell")
+    ap.add_argument("--out")
+    ap.add_argument("--store")
+    ap.add_argument("--run-id")
+    ap.add_argument("--timeout-s", type=float)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return _worker(args.worker)
+    try:
+        for opt in ("plan", "cell", "out"):
+            if not getattr(args, opt):
+                raise InputError(f"--{opt} is required")
+        from hweval.plan import load_plan
+
+        plan = load_plan(args.plan)
+        cell = plan.cell(args.cell)
+        if cell.is_report:
+            cell = plan.report_cell(report_dir=Path(args.out).resolve().parent / "report") or cell
+        store = Store(args.store)
+        store.check_writable()
+        status = run_cell(
+            cell, out_dir=args.out, store=store, plan_name=plan.name, run_id=args.run_id or new_run_id(),
+            timeout_s=args.timeout_s,
+        )
+    except InputError as exc:
+        print(f"hweval.runner: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{cell.cell_id}: {status}")
+    return 0 if status == DONE else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
