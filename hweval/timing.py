@@ -208,6 +208,19 @@ def _sync_torch_cuda(_out: Any) -> None:
     torch.cuda.synchronize()
 
 
+def _cuda_device_sync(device: str) -> Sync:
+    """A synchronizer for one CUDA device (``torch.cuda.synchronize()`` alone waits
+    on the *current* device, which is not the benchmarked one for ``cuda:1``)."""
+    import torch
+
+    dev = torch.device(device)
+
+    def _sync_cuda_device(_out: Any) -> None:
+        torch.cuda.synchronize(dev)
+
+    return _sync_cuda_device
+
+
 def _sync_jax(out: Any) -> None:
     import jax
 
@@ -311,6 +324,15 @@ def benchmark(
     if flush_cache and flusher is None:
         flusher = CacheFlusher(device)
     flushing = flusher is not None
+    warm_sync = sync_fn
+    if device.startswith("cuda"):
+        dev_sync = _cuda_device_sync(device)
+        if sync_name == "cuda":
+            sync_fn = warm_sync = dev_sync
+        elif use_events and sync_name == "none":
+            # events need no per-sample sync, but the warm-up's per-call estimate
+            # (which sizes reps) must wait for the GPU or it is only launch overhead
+            warm_sync = dev_sync
 
     def call(i: int) -> Any:
         return fn(*rotation[i % len(rotation)])
@@ -321,7 +343,7 @@ def benchmark(
     while True:
         if flushing:
             flusher()
-        sync_fn(call(warm_n))
+        warm_sync(call(warm_n))
         warm_n += 1
         if warm_n >= min_warmup and (timer() - t0) * 1e3 >= warmup_ms:
             break
@@ -340,16 +362,20 @@ def benchmark(
     if use_events:
         import torch
 
+        # record on the benchmarked device's current stream (where its kernels run),
+        # not on the current device's: they differ for device="cuda:1"
+        dev = torch.device(device if device.startswith("cuda") else "cuda")
+        stream = torch.cuda.current_stream(dev)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for r in range(reps):
             if flushing:
                 flusher()
-            starts[r].record()
+            starts[r].record(stream)
             for _ in range(inner):
                 call(r)
-            ends[r].record()
-        torch.cuda.synchronize()
+            ends[r].record(stream)
+        torch.cuda.synchronize(dev)
         times = [s.elapsed_time(e) * 1e-3 / inner for s, e in zip(starts, ends, strict=True)]
         clock = "cuda_event"
     else:

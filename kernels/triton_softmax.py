@@ -22,7 +22,6 @@ compared side by side: ``hweval bench triton_softmax --set impl=torch``.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -41,16 +40,17 @@ except ImportError:  # pragma: no cover - exercised where triton is absent
 MAX_COLS = 65536
 
 IMPLS = ("triton", "torch")
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("fp32", "bf16", "fp16")
+_TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 #: Tolerances of the correctness check against an fp64 reference: fp32 output
 #: is rounded once from fp32 arithmetic (exp has ~2 ulp error, the sum of
 #: ``cols`` terms ~log2(cols) ulp), bf16/fp16 outputs are rounded once to 8/11
 #: significant bits (relative error <= 2^-8 / 2^-11), plus the input rounding.
 TOLERANCES = {
-    "float32": {"atol": 1e-6, "rtol": 1e-5},
-    "bfloat16": {"atol": 1e-3, "rtol": 1.6e-2},
-    "float16": {"atol": 1e-4, "rtol": 2e-3},
+    "fp32": {"atol": 1e-6, "rtol": 1e-5},
+    "bf16": {"atol": 1e-3, "rtol": 1.6e-2},
+    "fp16": {"atol": 1e-4, "rtol": 2e-3},
 }
 
 
@@ -156,14 +156,14 @@ def softmax_triton(x: Any, out: Any = None) -> Any:
 def softmax_torch(x: Any, out: Any = None) -> Any:
     """The torch equivalent: ``torch.softmax`` over the last dimension.
 
-    Both impls allocate their output per call when ``out`` is None, so the
-    comparison is like for like (the caching allocator makes this ~free).
+    The benchmark passes a preallocated ``out`` to both impls, so neither pays
+    for an allocation in the timed region.
     """
     import torch
 
     if out is None:
         return torch.softmax(x, dim=-1)
-    return out.copy_(torch.softmax(x, dim=-1))
+    return torch.softmax(x, dim=-1, out=out)
 
 
 def softmax_reference(x: Any) -> Any:
@@ -183,7 +183,7 @@ def make_input(rows: int, cols: int, dtype: str, device: str = "cpu", *, seed: i
         raise choices_error("dtype", dtype, DTYPES)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(rows, cols, generator=gen, dtype=torch.float32) * scale
-    return x.to(device=device, dtype=getattr(torch, dtype))
+    return x.to(device=device, dtype=getattr(torch, _TORCH_DTYPE[dtype]))
 
 
 def check(out: Any, x: Any, dtype: str) -> float:
@@ -226,20 +226,20 @@ def self_check(device: str = "cpu") -> dict[str, Any]:
                 err = check(IMPL_FUNCS[impl](x), x, dtype)
                 results["cases"].append({"impl": impl, "dtype": dtype, "shape": [rows, cols], "max_abs_err": err})
     # stability: logits of magnitude 1e4 (exp overflows fp32 past ~88.7 without the max shift)
-    big = make_input(4, 33, "float32", device, seed=7, scale=1.0) * 1e4
+    big = make_input(4, 33, "fp32", device, seed=7, scale=1.0) * 1e4
     results["cases"].append(
-        {"impl": "triton", "dtype": "float32", "shape": [4, 33], "case": "large_logits",
-         "max_abs_err": check(softmax_triton(big), big, "float32")}
+        {"impl": "triton", "dtype": "fp32", "shape": [4, 33], "case": "large_logits",
+         "max_abs_err": check(softmax_triton(big), big, "fp32")}
     )
     # a strided view: every other column of a wider tensor
-    wide = make_input(3, 96, "float32", device, seed=9)
+    wide = make_input(3, 96, "fp32", device, seed=9)
     view = wide[:, ::2]
     results["cases"].append(
-        {"impl": "triton", "dtype": "float32", "shape": list(view.shape), "case": "strided",
-         "max_abs_err": check(softmax_triton(view), view, "float32")}
+        {"impl": "triton", "dtype": "fp32", "shape": list(view.shape), "case": "strided",
+         "max_abs_err": check(softmax_triton(view), view, "fp32")}
     )
     # rows sum to one
-    x = make_input(6, 77, "float32", device, seed=11)
+    x = make_input(6, 77, "fp32", device, seed=11)
     row_sums = softmax_triton(x).double().sum(dim=-1).cpu()
     results["max_row_sum_err"] = float((row_sums - 1).abs().max())
     if results["max_row_sum_err"] > 1e-5:
@@ -258,6 +258,106 @@ def describe() -> dict[str, Any]:
         "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET"),
         "max_cols": MAX_COLS,
     }
+
+
+# ---------------------------------------------------------------------------------
+# the registry entry: hweval bench triton_softmax [--set impl=torch]
+# ---------------------------------------------------------------------------------
+from kernels.registry import Kernel, Param, Setup, register  # noqa: E402
+
+
+def _flops(p: dict[str, Any]) -> float:
+    return float(softmax_flops(p["rows"], p["cols"]))
+
+
+def _bytes(p: dict[str, Any]) -> float:
+    return float(softmax_bytes(p["rows"], p["cols"], _ITEMSIZE[p["dtype"]]))
+
+
+_ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def _memory(p: dict[str, Any]) -> float:
+    # device: rotation x (input + output); the fp32 staging copy of the input
+    # is made on the host, as is the fp64 reference
+    return float(p["rotation"] * 2 * p["rows"] * p["cols"] * _ITEMSIZE[p["dtype"]])
+
+
+def _supports(p: dict[str, Any], device: str) -> tuple[str, str] | None:
+    if p["impl"] != "triton":
+        return None
+    ok, why = triton_available()
+    if not ok:
+        return "impl", why or "triton unavailable"
+    if not device.startswith("cuda") and not interpreter_active():
+        return "impl", ("the Triton kernel needs a CUDA device, or triton's CPU interpreter "
+                        "(TRITON_INTERPRET=1 set before the process imports triton; correctness only)")
+    return None
+
+
+def _check_params(p: dict[str, Any]) -> None:
+    if p["cols"] > MAX_COLS and p["impl"] == "triton":
+        raise InputError(f"triton_softmax.cols: must be <= {MAX_COLS} for the single-block kernel, got {p['cols']}")
+
+
+def _build(p: dict[str, Any], device: str) -> Setup:
+    import torch
+
+    from hweval.timing import CacheFlusher
+
+    rows, cols, dtype = p["rows"], p["cols"], p["dtype"]
+    sets = []
+    for r in range(p["rotation"]):
+        x = make_input(rows, cols, dtype, device, seed=p["seed"] + r)
+        sets.append((x, torch.empty_like(x)))
+    x0 = sets[0][0]
+    cuda = device.startswith("cuda")
+    fn = IMPL_FUNCS[p["impl"]]
+    interp = (not cuda) and p["impl"] == "triton"
+    return Setup(
+        fn=fn,
+        inputs=sets,
+        reference=lambda: softmax_reference(x0),
+        # normalized max error (|out - ref|max / |ref|max) as every kernel check;
+        # the stricter per-element atol/rtol check is check()/self_check()
+        tolerance={"fp32": 1e-5, "bf16": 1e-2, "fp16": 2e-3}[dtype],
+        sync="cuda" if cuda else "none",
+        # a write over 2x the device L2 (2x LLC on CPU) before every sample
+        flusher=CacheFlusher(device) if p["flush"] and not interp else None,
+        metadata={
+            "impl": "triton fused (1 program/row)" if p["impl"] == "triton" else "torch.softmax(out=)",
+            "triton_version": getattr(triton, "__version__", None),
+            "interpreter": interp,
+            "block_size": (triton.next_power_of_2(cols) if triton is not None else None),
+            "note": "Triton CPU interpreter: correctness only, not a kernel speed" if interp else None,
+        },
+    )
+
+
+register(
+    Kernel(
+        name="triton_softmax",
+        family="fused",
+        help="row-wise softmax, fused Triton kernel vs torch.softmax (impl=); 5 FLOP/elt, 2 x rows x cols x itemsize B",
+        params=(
+            Param(name="rows", type=int, default=4096, min=1, help="rows (independent softmaxes)"),
+            Param(name="cols", type=int, default=4096, min=1, max=2**24, help="row length (softmax width)"),
+            Param(name="dtype", type=str, default="bf16", choices=DTYPES, help="storage dtype; math in fp32"),
+            Param(name="impl", type=str, default="triton", choices=IMPLS, help="triton kernel or torch.softmax"),
+            Param(name="flush", type=bool, default=True, help="evict caches (2x LLC / L2) before each sample"),
+            Param(name="rotation", type=int, default=1, min=1, max=64, help="input buffer sets cycled through"),
+            Param(name="seed", type=int, default=0, min=0),
+        ),
+        flops=_flops,
+        bytes=_bytes,
+        build=_build,
+        frameworks=("torch", "triton"),
+        memory_bytes=_memory,
+        supports=_supports,
+        check_params=_check_params,
+        module=__name__,
+    )
+)
 
 
 if __name__ == "__main__":  # python -m kernels.triton_softmax: the correctness self-check as JSON
