@@ -1,0 +1,536 @@
+"""Hardware catalog: node types as data, with a source for every number.
+
+Each ``data/catalog/<id>.toml`` describes one node type (a whole machine that
+is bought or rented as a unit). Field names carry their unit
+(``dense_tflops``, ``bandwidth_TBps``, ``capacity_GiB``, ``usd_per_hour``,
+``node_watts``...; see :mod:`hwmodels.units`); values are converted to SI once,
+on load. Unknown or missing keys are errors naming the dotted field. Every
+table that holds numbers carries a non-empty ``source`` string.
+
+Schema (per-accelerator figures unless the name says ``node``)::
+
+    id, name, kind = "cpu"|"gpu"|"tpu"|"accelerator", notes (optional)
+    [accelerators]          per_node_count, source
+    [match]                 (optional) cpu_model_contains=[..], cpu_flags_all=[..],
+                            cores_max, gpu_name_contains=[..]
+    [peak.<dtype>]          dense_tflops|dense_gflops|dense_pflops  (required: the DENSE figure)
+                            sparse_<unit> (optional: the datasheet "with sparsity" figure), source
+    [peak.<dtype>.derivation] (optional) units_count, flops_per_clock_per_unit_count, clock_GHz, source
+    [memory]                capacity_GB|capacity_GiB, bandwidth_TBps|bandwidth_GBps, source
+    [links]                 intra_node_GBps (per accelerator, as the datasheet states it),
+                            inter_node_GBps|inter_node_Gbps (per node, one direction), source
+    [power]                 tdp_watts (per accelerator), node_watts (whole node, max), source
+    [pricing.<mode>]        mode in on_demand, reserved, spot: usd_per_hour (whole node),
+                            provider, instance, region, date, term (reserved only), source
+                            or: available = false, source = "why not"
+    [pricing.on_prem]       amortization_years, utilization_fraction, source
+    [pricing.on_prem.capex]  node_usd, source
+    [pricing.on_prem.energy] pue_ratio, usd_per_kWh, source
+
+Dense vs sparse (the mistake this guards against is a viewer listing the
+with-sparsity FP16 number under "dense"): only ``dense_*`` keys are ever
+returned as dense peaks; ``sparse_*`` must be exactly twice the dense figure
+(2:4 structured sparsity doubles tensor-core math rate: NVIDIA A100 Tensor Core
+GPU Architecture whitepaper, 2020, "Fine-grained structured sparsity"; AMD
+CDNA3 whitepaper, 2023); and where a ``derivation`` (units x FLOP/clock/unit x
+clock) is given the dense figure must match it within 3%, so a sparse figure
+pasted as dense fails by a factor of two.
+
+On-prem hourly price (Barroso, Hölzle & Ranganathan, *The Datacenter as a
+Computer*, 3rd ed., 2018, ch. 6 "Modeling costs": capital cost amortized over
+its life plus operating energy)::
+
+    usd_per_hour = capex / (amortization_years * 8766 h * utilization)
+                 + node_watts / 1000 * PUE * usd_per_kWh
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hwmodels.errors import ModelInputError, choices_error
+from hwmodels.units import HOURS_PER_YEAR, split_unit, to_si
+
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+KINDS = ("cpu", "gpu", "tpu", "accelerator")
+RENT_MODES = ("on_demand", "reserved", "spot")
+MODES = RENT_MODES + ("on_prem",)
+SPARSITY_FACTOR = 2.0  # 2:4 structured sparsity, see module docstring
+SPARSITY_TOL = 0.02
+DERIVATION_TOL = 0.03
+
+
+def default_dir() -> Path:
+    env = os.environ.get("HWMODELS_CATALOG")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "data" / "catalog"
+
+
+@dataclass(frozen=True)
+class Peak:
+    dtype: str
+    dense_flops_per_s: float
+    sparse_flops_per_s: float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Price:
+    mode: str
+    available: bool
+    source: str
+    usd_per_hour: float | None = None
+    provider: str | None = None
+    instance: str | None = None
+    region: str | None = None
+    date: str | None = None
+    term: str | None = None
+    # on_prem
+    capex_usd: float | None = None
+    amortization_years: float | None = None
+    utilization: float | None = None
+    pue: float | None = None
+    usd_per_kwh: float | None = None
+    capex_source: str | None = None
+    energy_source: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """One node type; every figure in SI (flop/s, B, B/s, W, USD/h)."""
+
+    id: str
+    name: str
+    kind: str
+    accelerators_per_node: int
+    peaks: dict[str, Peak]
+    memory_capacity_bytes: float
+    memory_bandwidth_bytes_per_s: float
+    intra_node_bytes_per_s: float
+    inter_node_bytes_per_s: float
+    tdp_watts: float
+    node_watts: float
+    pricing: dict[str, Price]
+    sources: dict[str, str]
+    match: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+    path: str = ""
+
+    def peak_flops_per_s(self, dtype: str, sparse: bool = False, *, per: str = "accelerator") -> float:
+        """Datasheet peak for ``dtype``; dense unless ``sparse=True`` (never a sparse figure as dense)."""
+        if dtype not in self.peaks:
+            raise choices_error(f"{self.id}.peak", dtype, self.peaks)
+        p = self.peaks[dtype]
+        if sparse:
+            if p.sparse_flops_per_s is None:
+                raise ModelInputError(f"{self.id}.peak.{dtype}: no with-sparsity figure in the catalog")
+            v = p.sparse_flops_per_s
+        else:
+            v = p.dense_flops_per_s
+        if per == "node":
+            return v * self.accelerators_per_node
+        if per != "accelerator":
+            raise choices_error("per", per, ("accelerator", "node"))
+        return v
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return tuple(m for m in MODES if m in self.pricing and self.pricing[m].available)
+
+    def price(self, mode: str) -> Price:
+        if mode not in MODES:
+            raise choices_error("pricing", mode, MODES)
+        p = self.pricing.get(mode)
+        if p is None or not p.available:
+            why = f" ({p.source})" if p is not None else ""
+            raise ModelInputError(
+                f"{self.id}.pricing.{mode}: not available{why}; available modes: {', '.join(self.modes) or '(none)'}"
+            )
+        return p
+
+    def price_per_hour(self, mode: str, **overrides: float) -> float:
+        """USD per node-hour for ``mode``; on_prem per the module formula.
+
+        ``overrides`` replace catalog inputs (``usd_per_hour``; on_prem:
+        ``capex_usd``, ``amortization_years``, ``utilization``, ``pue``,
+        ``usd_per_kwh``, ``node_watts``) for sensitivity studies.
+        """
+        p = self.price(mode)
+        allowed = {"usd_per_hour"} if mode != "on_prem" else {
+            "capex_usd", "amortization_years", "utilization", "pue", "usd_per_kwh", "node_watts"}
+        for k in overrides:
+            if k not in allowed:
+                raise choices_error(f"price_per_hour({mode}) override", k, allowed)
+        if mode != "on_prem":
+            return float(overrides.get("usd_per_hour", p.usd_per_hour))
+        capex = overrides.get("capex_usd", p.capex_usd)
+        years = overrides.get("amortization_years", p.amortization_years)
+        util = overrides.get("utilization", p.utilization)
+        if not util or util <= 0:
+            return math.inf
+        return capex / (years * HOURS_PER_YEAR * util) + self.energy_usd_per_hour(**{
+            k: overrides[k] for k in ("pue", "usd_per_kwh", "node_watts") if k in overrides})
+
+    def energy_usd_per_hour(self, *, pue: float | None = None, usd_per_kwh: float | None = None,
+                            node_watts: float | None = None) -> float:
+        """Facility energy cost of one node-hour at full draw: W/1000 x PUE x $/kWh (on_prem inputs)."""
+        p = self.pricing.get("on_prem")
+        pue = pue if pue is not None else (p.pue if p and p.available else None)
+        usd = usd_per_kwh if usd_per_kwh is not None else (p.usd_per_kwh if p and p.available else None)
+        if pue is None or usd is None:
+            raise ModelInputError(f"{self.id}.pricing.on_prem.energy: no PUE / $/kWh in the catalog")
+        return (node_watts if node_watts is not None else self.node_watts) / 1000.0 * pue * usd
+
+    def pue(self) -> float:
+        p = self.pricing.get("on_prem")
+        return p.pue if p is not None and p.available and p.pue else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "name": self.name, "kind": self.kind,
+            "accelerators_per_node": self.accelerators_per_node,
+            "peak_dense_flops_per_s": {d: p.dense_flops_per_s for d, p in self.peaks.items()},
+            "peak_sparse_flops_per_s": {d: p.sparse_flops_per_s for d, p in self.peaks.items() if p.sparse_flops_per_s},
+            "memory_capacity_bytes": self.memory_capacity_bytes,
+            "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
+            "intra_node_bytes_per_s": self.intra_node_bytes_per_s,
+            "inter_node_bytes_per_s": self.inter_node_bytes_per_s,
+            "tdp_watts": self.tdp_watts, "node_watts": self.node_watts,
+            "price_per_hour": {m: self.price_per_hour(m) for m in self.modes},
+            "sources": self.sources,
+        }
+
+
+# ------------------------------------------------------------------------- parsing
+class _Table:
+    """A TOML table being validated: tracks used keys, errors name the dotted path."""
+
+    def __init__(self, data: Any, path: str, file: str):
+        if not isinstance(data, dict):
+            raise ModelInputError(f"{file}: {path}: expected a table, got {type(data).__name__}")
+        self.d, self.path, self.file, self.used = data, path, file, set()
+
+    def _name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def err(self, key: str, msg: str) -> ModelInputError:
+        return ModelInputError(f"{self.file}: {self._name(key)}: {msg}")
+
+    def has(self, key: str) -> bool:
+        return key in self.d
+
+    def raw(self, key: str, default: Any = ...) -> Any:
+        if key not in self.d:
+            if default is ...:
+                raise self.err(key, "missing required key")
+            return default
+        self.used.add(key)
+        return self.d[key]
+
+    def string(self, key: str, default: Any = ...) -> Any:
+        v = self.raw(key, default)
+        if v is default and default is not ...:
+            return v
+        if not isinstance(v, str) or not v.strip():
+            raise self.err(key, f"expected a non-empty string, got {v!r}")
+        return v.strip()
+
+    def source(self) -> str:
+        v = self.raw("source", None)
+        if v is None:
+            raise self.err("source", "missing: every number needs a source")
+        if not isinstance(v, str) or len(v.strip()) < 8:
+            raise self.err("source", f"must say where the numbers come from, got {v!r}")
+        return v.strip()
+
+    def number(self, key: str, *, positive: bool = True, default: Any = ...) -> Any:
+        v = self.raw(key, default)
+        if v is default and default is not ...:
+            return v
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise self.err(key, f"expected a number, got {v!r}")
+        if positive and v <= 0:
+            raise self.err(key, f"must be > 0, got {v!r}")
+        return float(v)
+
+    def unit_number(self, stem: str, units: tuple[str, ...], *, required: bool = True) -> tuple[float | None, str | None]:
+        """SI value of the one key ``<stem>_<unit>`` present (unit among ``units``)."""
+        found = [u for u in units if f"{stem}_{u}" in self.d]
+        if len(found) > 1:
+            raise self.err(stem, f"given twice ({', '.join(f'{stem}_{u}' for u in found)}); keep one")
+        if not found:
+            if required:
+                raise self.err(f"{stem}_{units[0]}", f"missing required key (any of {', '.join(f'{stem}_{u}' for u in units)})")
+            return None, None
+        key = f"{stem}_{found[0]}"
+        return to_si(self.number(key), found[0]), key
+
+    def sub(self, key: str, required: bool = True) -> _Table | None:
+        if key not in self.d:
+            if required:
+                raise self.err(key, "missing required table")
+            return None
+        self.used.add(key)
+        return _Table(self.d[key], self._name(key), self.file)
+
+    def done(self) -> None:
+        extra = sorted(set(self.d) - self.used)
+        if extra:
+            raise self.err(extra[0], f"unknown key; valid keys here: {', '.join(sorted(self.used)) or '(none)'}")
+
+
+def _parse_peak(t: _Table, dtype: str, node_id: str) -> Peak:
+    units = ("tflops", "gflops", "pflops")
+    dense, dkey = t.unit_number("dense", units)
+    sparse, skey = t.unit_number("sparse", units, required=False)
+    src = t.source()
+    if sparse is not None:
+        ratio = sparse / dense
+        if abs(ratio - SPARSITY_FACTOR) > SPARSITY_TOL * SPARSITY_FACTOR:
+            raise t.err(skey, f"with-sparsity figure must be {SPARSITY_FACTOR:g}x the dense figure (2:4 structured "
+                              f"sparsity), got {ratio:.3g}x; is the sparse number in {dkey}?")
+    der = t.sub("derivation", required=False)
+    if der is not None:
+        n = der.number("units_count")
+        per = der.number("flops_per_clock_per_unit_count")
+        clk, _ = der.unit_number("clock", ("GHz",))
+        der.source()
+        der.done()
+        derived = n * per * clk
+        rel = dense / derived
+        if abs(rel - 1) > DERIVATION_TOL:
+            hint = " (2x: this looks like the with-sparsity figure used as dense)" if abs(rel - 2) < 0.06 else ""
+            raise t.err(dkey, f"{dense / 1e12:.4g} TFLOP/s disagrees with its derivation units x FLOP/clock x clock "
+                              f"= {derived / 1e12:.4g} TFLOP/s (ratio {rel:.3g}){hint}")
+    t.done()
+    return Peak(dtype, dense, sparse, src)
+
+
+def _parse_price(t: _Table, mode: str) -> Price:
+    avail = t.raw("available", True)
+    if not isinstance(avail, bool):
+        raise t.err("available", f"expected true or false, got {avail!r}")
+    if not avail:
+        src = t.source()
+        t.done()
+        return Price(mode, False, src)
+    if mode == "on_prem":
+        years = t.number("amortization_years")
+        util = t.number("utilization_fraction")
+        if util > 1:
+            raise t.err("utilization_fraction", f"must be in (0, 1], got {util}")
+        src = t.source()
+        cap = t.sub("capex")
+        capex = cap.number("node_usd")
+        csrc = cap.source()
+        cap.done()
+        en = t.sub("energy")
+        pue = en.number("pue_ratio")
+        if pue < 1:
+            raise en.err("pue_ratio", f"PUE is >= 1 by definition (The Green Grid), got {pue}")
+        kwh = en.number("usd_per_kWh")
+        esrc = en.source()
+        en.done()
+        t.done()
+        return Price(mode, True, src, capex_usd=capex, amortization_years=years, utilization=util, pue=pue,
+                     usd_per_kwh=kwh, capex_source=csrc, energy_source=esrc)
+    usd = t.number("usd_per_hour")
+    kw = {k: t.string(k) for k in ("provider", "instance", "region", "date")}
+    term = t.string("term") if mode == "reserved" else None
+    src = t.source()
+    t.done()
+    return Price(mode, True, src, usd_per_hour=usd, term=term, **kw)
+
+
+def parse_node(data: dict[str, Any], file: str = "<catalog>") -> NodeType:
+    """Validate one node-type mapping (as read from TOML) into a :class:`NodeType`."""
+    top = _Table(data, "", file)
+    nid = top.string("id")
+    file = f"{file} [{nid}]" if nid not in file else file
+    top.file = file
+    name = top.string("name")
+    kind = top.string("kind")
+    if kind not in KINDS:
+        raise top.err("kind", f"unknown value {kind!r}; valid choices: {', '.join(KINDS)}")
+    notes = top.string("notes", "")
+    sources: dict[str, str] = {}
+
+    acc = top.sub("accelerators")
+    count = acc.number("per_node_count")
+    if count != int(count):
+        raise acc.err("per_node_count", f"must be a whole number, got {count}")
+    sources["accelerators"] = acc.source()
+    acc.done()
+
+    match: dict[str, Any] = {}
+    m = top.sub("match", required=False)
+    if m is not None:
+        for k in ("cpu_model_contains", "cpu_flags_all", "gpu_name_contains"):
+            v = m.raw(k, None)
+            if v is not None:
+                if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+                    raise m.err(k, f"expected a list of strings, got {v!r}")
+                match[k] = v
+        if m.has("cores_max"):
+            match["cores_max"] = int(m.number("cores_max"))
+        m.done()
+
+    pk = top.sub("peak")
+    peaks = {}
+    for dtype in list(pk.d):
+        if dtype not in DTYPES:
+            raise pk.err(dtype, f"unknown dtype; valid choices: {', '.join(DTYPES)}")
+        sub = pk.sub(dtype)
+        peaks[dtype] = _parse_peak(sub, dtype, nid)
+        sources[f"peak.{dtype}"] = peaks[dtype].source
+    if not peaks:
+        raise pk.err("fp32", "no dtype given; at least one [peak.<dtype>] table is required")
+    pk.done()
+
+    mem = top.sub("memory")
+    cap, _ = mem.unit_number("capacity", ("GB", "GiB", "TB"))
+    bw, _ = mem.unit_number("bandwidth", ("TBps", "GBps"))
+    sources["memory"] = mem.source()
+    mem.done()
+
+    ln = top.sub("links")
+    intra, _ = ln.unit_number("intra_node", ("GBps", "TBps", "Gbps"))
+    inter, _ = ln.unit_number("inter_node", ("GBps", "Gbps", "TBps"))
+    sources["links"] = ln.source()
+    ln.done()
+
+    pw = top.sub("power")
+    tdp = pw.number("tdp_watts")
+    node_w = pw.number("node_watts")
+    sources["power"] = pw.source()
+    pw.done()
+
+    pr = top.sub("pricing")
+    pricing = {}
+    for mode in list(pr.d):
+        if mode not in MODES:
+            raise pr.err(mode, f"unknown pricing mode; valid choices: {', '.join(MODES)}")
+        pricing[mode] = _parse_price(pr.sub(mode), mode)
+        sources[f"pricing.{mode}"] = pricing[mode].source
+        if pricing[mode].capex_source:
+            sources["pricing.on_prem.capex"] = pricing[mode].capex_source
+            sources["pricing.on_prem.energy"] = pricing[mode].energy_source
+    for mode in MODES:
+        if mode not in pricing:
+            raise pr.err(mode, "missing pricing mode (give the numbers, or available = false with a source saying why)")
+    pr.done()
+    top.done()
+    return NodeType(id=nid, name=name, kind=kind, accelerators_per_node=int(count), peaks=peaks,
+                    memory_capacity_bytes=cap, memory_bandwidth_bytes_per_s=bw, intra_node_bytes_per_s=intra,
+                    inter_node_bytes_per_s=inter, tdp_watts=tdp, node_watts=node_w, pricing=pricing,
+                    sources=sources, match=match, notes=notes, path=file)
+
+
+def load_node(path: str | os.PathLike[str]) -> NodeType:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ModelInputError(f"catalog: cannot read {p}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelInputError(f"catalog: {p.name}: not valid TOML: {exc}") from None
+    return parse_node(data, p.name)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    nodes: dict[str, NodeType]
+    path: str = ""
+
+    def ids(self) -> list[str]:
+        return sorted(self.nodes)
+
+    def get(self, node_id: str) -> NodeType:
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise choices_error("node", node_id, self.nodes) from None
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self.nodes
+
+    def __iter__(self):
+        return iter(self.nodes.values())
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def with_node(self, node: NodeType) -> Catalog:
+        return replace(self, nodes={**self.nodes, node.id: node})
+
+
+def load_catalog(path_or_dir: str | os.PathLike[str] | None = None) -> Catalog:
+    """Load one ``.toml`` file or every ``*.toml`` in a directory (default ``data/catalog``)."""
+    p = Path(path_or_dir) if path_or_dir is not None else default_dir()
+    if p.is_dir():
+        files = sorted(p.glob("*.toml"))
+        if not files:
+            raise ModelInputError(f"catalog: no *.toml files in {p}")
+    elif p.is_file():
+        files = [p]
+    else:
+        raise ModelInputError(f"catalog: no such file or directory {str(p)!r}")
+    nodes: dict[str, NodeType] = {}
+    for f in files:
+        n = load_node(f)
+        if n.id in nodes:
+            raise ModelInputError(f"catalog: node id {n.id!r} defined twice ({nodes[n.id].path} and {f.name})")
+        nodes[n.id] = n
+    return Catalog(nodes, str(p))
+
+
+_DEFAULT: Catalog | None = None
+
+
+def default_catalog() -> Catalog:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = load_catalog()
+    return _DEFAULT
+
+
+def match_node(fingerprint: dict[str, Any], catalog: Catalog | None = None) -> NodeType | None:
+    """The catalog node type matching a :func:`hweval.fingerprint.fingerprint` dict, or None.
+
+    GPUs are matched by name (``gpu_name_contains``, case-insensitive); without
+    GPUs, the CPU by ``cpu_model_contains``, every flag in ``cpu_flags_all``
+    and ``cores_usable <= cores_max``.
+    """
+    cat = catalog or default_catalog()
+    gpus = fingerprint.get("gpus") or []
+    names = [str(g.get("name", "") if isinstance(g, dict) else (g[0] if isinstance(g, list | tuple) and g else g)).lower()
+             for g in gpus]
+    for node in cat:
+        pats = [s.lower() for s in node.match.get("gpu_name_contains", [])]
+        if names and pats and all(any(p in n for p in pats) for n in names):
+            return node
+    if names:
+        return None
+    model = str(fingerprint.get("cpu_model") or "").lower()
+    flags = fingerprint.get("cpu_flags") or {}
+    cores = fingerprint.get("cores_usable") or fingerprint.get("cores_logical") or 0
+    for node in cat:
+        pats = [s.lower() for s in node.match.get("cpu_model_contains", [])]
+        if not pats or not any(p in model for p in pats):
+            continue
+        need = node.match.get("cpu_flags_all", [])
+        if isinstance(flags, dict):
+            if not all(flags.get(f) for f in need):
+                continue
+        elif not all(f in flags for f in need):
+            continue
+        if "cores_max" in node.match and cores and cores > node.match["cores_max"]:
+            continue
+        return node
+    return None

@@ -1,0 +1,88 @@
+"""Read a user's CSV for a model, reporting (never silently dropping) bad rows.
+
+``read_numeric(path, required=[...], optional=[...])`` returns the clean rows
+and a :class:`BadRows` report: how many rows had a missing or non-numeric
+value in a named column and the first such line number (1-based, the header
+is line 1). A named column absent from the file is an error naming it and
+listing the columns present.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hwmodels.errors import ModelInputError
+
+
+@dataclass(frozen=True)
+class BadRows:
+    count: int
+    first_line: int | None
+    columns: tuple[str, ...] = ()
+
+    def message(self, path: str) -> str:
+        cols = ", ".join(self.columns)
+        return (f"{path}: skipped {self.count} row(s) with missing or non-numeric values in {cols} "
+                f"(first at line {self.first_line})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "first_line": self.first_line, "columns": list(self.columns)}
+
+
+def read_csv(path: str | os.PathLike[str], *, field: str = "FILE"):
+    """The whole CSV as strings (blank lines kept, so line numbers stay right)."""
+    import pandas as pd
+
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise ModelInputError(f"{field}: no such file {p!r}")
+    try:
+        df = pd.read_csv(p, dtype=str, keep_default_na=False, skip_blank_lines=False, engine="c")
+    except pd.errors.EmptyDataError:
+        raise ModelInputError(f"{field}: {p!r} is empty (no header line)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ModelInputError(f"{field}: {p!r} is not a readable CSV: {str(exc).splitlines()[0]}") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    return df
+
+
+def require_columns(df, columns: Sequence[str], *, option: dict[str, str] | None = None, path: str = "FILE") -> None:
+    present = list(df.columns)
+    for c in columns:
+        if c not in present:
+            opt = (option or {}).get(c)
+            who = f"{opt} {c!r}" if opt else f"column {c!r}"
+            raise ModelInputError(f"{who}: no such column in {path}; columns present: {', '.join(present) or '(none)'}")
+
+
+def numeric_columns(df, columns: Sequence[str]):
+    """(clean numeric frame, BadRows): rows with a blank/non-numeric value in ``columns`` are removed and counted."""
+    import numpy as np
+    import pandas as pd
+
+    out = pd.DataFrame(index=df.index)
+    bad = np.zeros(len(df), dtype=bool)
+    for c in columns:
+        s = df[c].astype(str).str.strip()
+        v = pd.to_numeric(s, errors="coerce")
+        bad |= v.isna().to_numpy() | ~np.isfinite(v.fillna(0).to_numpy(dtype=float))
+        out[c] = v
+    idx = np.flatnonzero(bad)
+    report = BadRows(int(idx.size), int(idx[0]) + 2 if idx.size else None, tuple(columns))
+    clean = out[~bad].astype(float)
+    return clean, report
+
+
+def read_numeric(path, required: Sequence[str], *, option: dict[str, str] | None = None, field: str = "FILE"):
+    df = read_csv(path, field=field)
+    require_columns(df, required, option=option, path=os.fspath(path))
+    clean, report = numeric_columns(df, required)
+    if clean.empty:
+        raise ModelInputError(
+            f"{field}: {os.fspath(path)} has no usable rows ({report.count} row(s) with missing or non-numeric "
+            f"values in {', '.join(required)}, first at line {report.first_line})"
+        )
+    return clean, report

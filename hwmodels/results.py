@@ -1,0 +1,204 @@
+"""The shared immutable fit result and the least-squares machinery behind it.
+
+Every model here fits like statsmodels: ``Model(spec).fit(data) -> Result``.
+A result is a frozen dataclass holding point estimates, their covariance and
+the residual degrees of freedom; ``conf_int(alpha)`` gives Wald intervals
+``theta_i +/- t_{1-alpha/2, dof} * se_i`` (Student t, as statsmodels'
+``RegressionResults.conf_int`` and R's ``confint.default`` with t quantiles),
+with the covariance ``s^2 (J^T J)^-1`` of nonlinear least squares (Bates & Watts,
+*Nonlinear Regression Analysis and Its Applications*, 1988, ch. 2).
+
+Information criteria for a Gaussian likelihood with the variance profiled out
+(Burnham & Anderson, *Model Selection and Multimodel Inference*, 2002, eq. 2.13
+and 2.14), with ``k`` counting the fitted parameters plus the variance:
+
+* ``AIC  = n ln(RSS/n) + 2k``
+* ``AICc = AIC + 2k(k+1)/(n-k-1)`` (small-sample correction; model selection here uses AICc)
+* ``BIC  = n ln(RSS/n) + k ln n``
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hwmodels.errors import ModelInputError
+
+
+def t_quantile(q: float, dof: float) -> float:
+    from scipy import stats
+
+    if not math.isfinite(dof) or dof <= 0:
+        return float(stats.norm.ppf(q))
+    return float(stats.t.ppf(q, dof))
+
+
+def check_alpha(alpha: float, field_name: str = "alpha") -> float:
+    a = float(alpha)
+    if not 0.0 < a < 1.0:
+        raise ModelInputError(f"{field_name} must be in (0, 1), got {alpha!r}")
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class FitResult:
+    """Point estimates, covariance and fit statistics of one fitted model."""
+
+    model: str
+    names: tuple[str, ...]
+    values: np.ndarray
+    cov: np.ndarray
+    n: int
+    dof: int
+    rss: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # -- parameters ---------------------------------------------------------------
+    @property
+    def params(self) -> dict[str, float]:
+        return {k: float(v) for k, v in zip(self.names, self.values)}
+
+    @property
+    def bse(self) -> dict[str, float]:
+        d = np.diag(self.cov) if self.cov.size else np.array([])
+        return {k: float(math.sqrt(v)) if v >= 0 and math.isfinite(v) else math.inf for k, v in zip(self.names, d)}
+
+    @property
+    def sigma2(self) -> float:
+        return self.rss / self.dof if self.dof > 0 else math.nan
+
+    def conf_int(self, alpha: float = 0.05) -> dict[str, tuple[float, float]]:
+        """Two-sided ``1-alpha`` Wald intervals (Student t with ``dof``)."""
+        alpha = check_alpha(alpha)
+        t = t_quantile(1 - alpha / 2, self.dof)
+        out = {}
+        for k, v in self.params.items():
+            se = self.bse[k]
+            out[k] = (v - t * se, v + t * se)
+        return out
+
+    # -- information criteria -----------------------------------------------------
+    @property
+    def k(self) -> int:
+        return len(self.names) + 1  # + residual variance
+
+    @property
+    def loglik_term(self) -> float:
+        return self.n * math.log(max(self.rss, 1e-300) / self.n)
+
+    @property
+    def aic(self) -> float:
+        return self.loglik_term + 2 * self.k
+
+    @property
+    def aicc(self) -> float:
+        d = self.n - self.k - 1
+        return self.aic + (2 * self.k * (self.k + 1) / d if d > 0 else math.inf)
+
+    @property
+    def bic(self) -> float:
+        return self.loglik_term + self.k * math.log(self.n)
+
+    # -- presentation ---------------------------------------------------------------
+    def summary(self, alpha: float = 0.05) -> str:
+        ci = self.conf_int(alpha)
+        lines = [f"{self.model}: n={self.n} dof={self.dof} AICc={self.aicc:.4g} BIC={self.bic:.4g}"]
+        lines.append(f"{'param':>14} {'estimate':>14} {'std err':>12} {f'[{alpha / 2:.3g}':>12} {f'{1 - alpha / 2:.3g}]':>12}")
+        for k, v in self.params.items():
+            lo, hi = ci[k]
+            lines.append(f"{k:>14} {v:>14.6g} {self.bse[k]:>12.4g} {lo:>12.6g} {hi:>12.6g}")
+        for k, v in self.meta.items():
+            if isinstance(v, str | int | float | bool):
+                lines.append(f"{k}: {v}")
+        return "\n".join(lines)
+
+    def to_dict(self, alpha: float = 0.05) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "params": self.params,
+            "std_err": self.bse,
+            "conf_int": {k: list(v) for k, v in self.conf_int(alpha).items()},
+            "alpha": alpha,
+            "n": self.n,
+            "dof": self.dof,
+            "rss": self.rss,
+            "aic": self.aic,
+            "aicc": self.aicc,
+            "bic": self.bic,
+            **{k: v for k, v in self.meta.items() if isinstance(v, str | int | float | bool | list | dict | None)},
+        }
+
+    def __repr__(self) -> str:
+        ps = ", ".join(f"{k}={v:.4g}" for k, v in self.params.items())
+        return f"<{type(self).__name__} {self.model}: {ps}>"
+
+
+# ---------------------------------------------------------------------------------
+def nls(
+    f: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    x: np.ndarray,
+    y: np.ndarray,
+    p0: Sequence[float],
+    *,
+    bounds: tuple[Sequence[float], Sequence[float]] | None = None,
+    x_scale: Sequence[float] | str = "jac",
+) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Nonlinear least squares ``min sum (y - f(x, p))^2``; returns (p, cov, rss, dof).
+
+    ``cov = s^2 (J^T J)^+`` at the optimum with ``s^2 = RSS/(n-p)``.
+    """
+    from scipy.optimize import least_squares
+
+    p0 = np.asarray(p0, dtype=float)
+    lb, ub = (np.full(p0.size, -np.inf), np.full(p0.size, np.inf)) if bounds is None else map(np.asarray, bounds)
+    p0 = np.clip(p0, lb + 1e-12 * (np.abs(lb) + 1), ub - 1e-12 * (np.abs(ub) + 1))
+
+    def resid(p):
+        r = y - f(x, p)
+        return np.where(np.isfinite(r), r, 1e150)
+
+    sol = least_squares(resid, p0, bounds=(lb, ub), x_scale=x_scale, method="trf", max_nfev=2000)
+    p = sol.x
+    r = resid(p)
+    rss = float(r @ r)
+    n, k = y.size, p.size
+    dof = n - k
+    J = sol.jac
+    try:
+        jtj_inv = np.linalg.pinv(J.T @ J)
+    except np.linalg.LinAlgError:
+        jtj_inv = np.full((k, k), np.inf)
+    s2 = rss / dof if dof > 0 else math.inf
+    cov = jtj_inv * s2
+    return p, cov, rss, dof
+
+
+def jacobian(g: Callable[[np.ndarray], np.ndarray], p: np.ndarray) -> np.ndarray:
+    """Central finite-difference Jacobian of ``g`` at ``p`` (rows: outputs)."""
+    p = np.asarray(p, dtype=float)
+    g0 = np.atleast_1d(g(p))
+    J = np.empty((g0.size, p.size))
+    for i in range(p.size):
+        h = 1e-6 * max(abs(p[i]), 1e-8)
+        pp, pm = p.copy(), p.copy()
+        pp[i] += h
+        pm[i] -= h
+        J[:, i] = (np.atleast_1d(g(pp)) - np.atleast_1d(g(pm))) / (2 * h)
+    return J
+
+
+def as_float_array(values: Any, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ModelInputError(f"{name}: expected numbers") from None
+    if arr.size == 0:
+        raise ModelInputError(f"{name}: no values")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.argmax(~np.isfinite(arr)))
+        raise ModelInputError(f"{name}: non-finite value at position {bad}")
+    return arr
