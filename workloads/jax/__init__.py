@@ -1,0 +1,1 @@
+"""Pure-JAX + optax implementation of ``transformer_lm`` (:mod:`.transformer`)."""
