@@ -148,3 +148,14 @@ def sensitivity(rows, *, title: str = "Sensitivity of the best option's cost") -
         x2="high_usd:Q",
         y=alt.Y("input:N", sort="-x", title=None),
     ).properties(title=title, width=WIDTH, height=max(100, 24 * len(df)))
+
+
+def breakdown(rows, *, title: str = "Step-time breakdown (s per step)") -> alt.Chart | None:
+    """Stacked bars: rows {workload, phase, seconds}."""
+    df = _df(rows)
+    if df.empty:
+        return None
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("seconds:Q", title="seconds"), y=alt.Y("workload:N", title=None),
+        color=alt.Color("phase:N", title="phase"), tooltip=["workload", "phase", "seconds"],
+    ).properties(title=title, width=WIDTH, height=max(80, 30 * df["workload"].nunique()))

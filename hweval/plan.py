@@ -389,7 +389,10 @@ class Plan:
 def _catalog_ids() -> list[str]:
     from hwmodels.catalog import default_catalog
 
-    return list(default_catalog().ids())
+    try:
+        return list(default_catalog().ids())
+    except ValueError as exc:  # hwmodels.errors.ModelInputError: a malformed catalog file
+        raise InputError(f"catalog: {exc}") from exc
 
 
 def _unknown_keys(where: str, got: Mapping[str, Any], allowed: set[str]) -> None:

@@ -1,0 +1,632 @@
+"""The procurement report: measurements + models -> one self-contained HTML file.
+
+Sections (each a function the notebooks call too, so a notebook and the
+report show the same numbers):
+
+* :func:`roofline_section`: kernel measurements -> fitted ceilings
+  (``hwmodels.roofline``) and the datasheet ceiling of the measured node;
+* :func:`comms_section`: collective busbw vs size -> alpha-beta fit
+  (``hwmodels.comms``);
+* :func:`scaling_section`: throughput vs process count -> Amdahl / USL
+  (``hwmodels.scaling``) with prediction intervals;
+* :func:`convergence_section`: eval-loss curve -> steps to target with an
+  interval (``hwmodels.convergence``);
+* :func:`cost_rows`: time to target x price for every candidate node and
+  pricing mode. The measured node uses its *measured* step time; every other
+  node is *projected* from its catalog peak x an assumed utilization (MFU),
+  and each row says which (``basis``);
+* :func:`build_report`: all of it from the store, written as
+  ``report.html`` (vega, vega-lite and vega-embed inlined from vl-convert's
+  bundle: no network, no http(s) script source) plus ``charts/<name>.png`` and
+  ``.svg`` via vl-convert.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hweval.store import Record, Store, decode
+
+
+# -- helpers ------------------------------------------------------------------------
+def _num(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _fmt(x: Any, unit: str = "", digits: int = 3) -> str:
+    v = _num(x)
+    if v is None:
+        return "n/a"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= factor and unit:
+            return f"{v / factor:.{digits}g} {prefix}{unit}"
+    return f"{v:.{digits}g} {unit}".strip()
+
+
+def _hours(seconds: Any) -> str:
+    v = _num(seconds)
+    if v is None:
+        return "n/a"
+    if v < 120:
+        return f"{v:.3g} s"
+    if v < 7200:
+        return f"{v / 60:.3g} min"
+    if v < 3 * 86400:
+        return f"{v / 3600:.3g} h"
+    return f"{v / 86400:.3g} days"
+
+
+def _flat_result(r: dict[str, Any]) -> dict[str, Any]:
+    """A stored row (params/metrics JSON) or a ``to_json()`` dict, flattened to one level."""
+    if "metrics" in r and isinstance(r.get("metrics"), dict):
+        out = dict(r["metrics"])
+        out.update({k: v for k, v in r.items() if k not in ("metrics",)})
+        return out
+    return dict(r)
+
+
+def record_fit(name: str, section: dict[str, Any], store: Store | None = None) -> None:
+    """Store a section's fit as ``Record(kind="fit", name=...)`` (the summary, params and intervals)."""
+    st = store or Store()
+    metrics = {k: v for k, v in section.get("fit", {}).items()}
+    st.append(Record(kind="fit", name=name, params={"summary": section.get("summary", "")}, metrics=metrics,
+                     status="ok" if section.get("ok", True) else "failed",
+                     error=None if section.get("ok", True) else section.get("summary")))
+
+
+# -- catalog ----------------------------------------------------------------------------
+def _catalog():
+    from hwmodels.catalog import default_catalog
+
+    return default_catalog()
+
+
+def resolve_measured_node(node: str | None = None):
+    """Catalog entry of the measured machine: the given id, else the one matching this fingerprint."""
+    from hwmodels.catalog import match_node
+
+    from hweval.fingerprint import fingerprint
+
+    cat = _catalog()
+    if node:
+        return cat.get(node)
+    return match_node(fingerprint(), cat)
+
+
+# -- kernels / roofline -----------------------------------------------------------------
+def kernel_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for r in map(_flat_result, results):
+        p = r.get("params") or {}
+        rows.append({
+            "kernel": r.get("kernel") or r.get("name"),
+            "params": ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("seed", "framework", "device")),
+            "status": r.get("status", "ok"),
+            "median_s": _num(r.get("median_s")),
+            "GFLOP/s": (_num(r.get("flops_per_s")) or 0) / 1e9 or None,
+            "GB/s": (_num(r.get("bytes_per_s")) or 0) / 1e9 or None,
+            "intensity": _num(r.get("intensity")),
+            "noisy": r.get("noise_warning"),
+        })
+    return pd.DataFrame(rows)
+
+
+def roofline_section(results: Iterable[dict[str, Any]], *, node: str | None = None) -> dict[str, Any]:
+    """Fit compute and memory ceilings to kernel results; points carry their efficiency vs the fitted ceiling."""
+    from hwmodels.roofline import Roofline
+
+    rows = []
+    for r in map(_flat_result, results):
+        if r.get("status", "ok") != "ok":
+            continue
+        fl, by, s = _num(r.get("flops")), _num(r.get("bytes")), _num(r.get("median_s"))
+        if not (fl and by and s):
+            continue
+        p = r.get("params") or {}
+        rows.append({"kernel": r.get("kernel") or r.get("name"), "dtype": p.get("dtype", ""),
+                     "params": json.dumps(p, sort_keys=True), "flops": fl, "bytes": by, "seconds": s,
+                     "intensity": fl / by, "flops_per_s": fl / s})
+    if len(rows) < 2:
+        return {"ok": False, "summary": "roofline: fewer than 2 kernel measurements; run 01_node_characterization",
+                "points": [], "ceilings": [], "fit": {}}
+    df = pd.DataFrame(rows)
+    res = Roofline().fit(df[["flops", "bytes", "seconds"]])
+    peak, bw = float(res.peak_flops_per_s), float(res.peak_bytes_per_s)
+    df["efficiency"] = [fps / min(peak, i * bw) for fps, i in zip(df["flops_per_s"], df["intensity"], strict=True)]
+    lo, hi = df["intensity"].min() / 4, df["intensity"].max() * 4
+    grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
+    ceilings = [{"intensity": i, "flops_per_s": min(peak, i * bw), "ceiling": "fitted (measured)"} for i in grid]
+    datasheet = None
+    try:
+        nt = resolve_measured_node(node)
+    except Exception:  # noqa: BLE001 - no catalog entry for this machine: no datasheet line
+        nt = None
+    if nt is not None:
+        dts = [d for d in ("fp32", "bf16") if d in nt.peaks]
+        if dts:
+            dpk = nt.peak_flops_per_s(dts[0], per="node")
+            dbw = nt.memory_bandwidth_bytes_per_s
+            datasheet = {"node": nt.id, "dtype": dts[0], "peak_flops_per_s": dpk, "bytes_per_s": dbw}
+            ceilings += [{"intensity": i, "flops_per_s": min(dpk, i * dbw), "ceiling": f"datasheet {nt.id} {dts[0]}"}
+                         for i in grid]
+    summary = (f"roofline: fitted peak {_fmt(peak, 'FLOP/s')}, bandwidth {_fmt(bw, 'B/s')}, "
+               f"ridge {peak / bw:.3g} FLOP/B from {len(df)} measurements")
+    if datasheet:
+        summary += (f"; datasheet {datasheet['node']} {datasheet['dtype']} {_fmt(datasheet['peak_flops_per_s'], 'FLOP/s')}"
+                    f" (measured/datasheet = {peak / datasheet['peak_flops_per_s']:.2f})")
+    return {"ok": True, "summary": summary, "points": df.to_dict("records"), "ceilings": ceilings,
+            "fit": {"peak_flops_per_s": peak, "peak_bytes_per_s": bw, "ridge_intensity": peak / bw,
+                    "n": len(df), "datasheet": datasheet}}
+
+
+# -- collectives / comms ----------------------------------------------------------------------
+def comms_section(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    from hwmodels.comms import AlphaBeta
+
+    pts = []
+    for r in map(_flat_result, results):
+        if r.get("status", "ok") != "ok":
+            continue
+        p = r.get("params") or {}
+        size = _num(p.get("size_bytes") or r.get("size_bytes"))
+        busbw = _num(r.get("busbw_bytes_per_s") or r.get("busbw"))
+        if size and busbw:
+            pts.append({"collective": r.get("kernel") or r.get("name"), "size_bytes": size,
+                        "busbw_bytes_per_s": busbw, "ranks": p.get("world_size")})
+    if len(pts) < 2:
+        return {"ok": False, "summary": "comms: fewer than 2 collective measurements; run 03_scaling",
+                "points": pts, "curve": [], "fit": {}}
+    df = pd.DataFrame(pts)
+    curve, fits, lines = [], {}, []
+    for coll, g in df.groupby("collective"):
+        if len(g) < 2:
+            continue
+        res = AlphaBeta().fit(g[["size_bytes", "busbw_bytes_per_s"]])
+        a, b = float(res.params["alpha_s"]), float(res.params["beta_bytes_per_s"])
+        fits[coll] = {"alpha_s": a, "beta_bytes_per_s": b}
+        lo, hi = g["size_bytes"].min(), g["size_bytes"].max()
+        for i in range(41):
+            s = lo * (hi / lo) ** (i / 40)
+            pred = res.predict([s])
+            curve.append({"collective": coll, "size_bytes": s, "busbw_bytes_per_s": float(pred[0])})
+        lines.append(f"{coll}: alpha {_fmt(a, 's')}, beta {_fmt(b, 'B/s')}")
+    return {"ok": bool(fits), "summary": "comms (alpha-beta): " + "; ".join(lines), "points": pts, "curve": curve,
+            "fit": fits}
+
+
+# -- scaling ----------------------------------------------------------------------------------
+def scaling_section(results: Iterable[dict[str, Any]], *, max_n: int | None = None, alpha: float = 0.1) -> dict[str, Any]:
+    from hwmodels.scaling import Scaling
+
+    pts = []
+    for r in map(_flat_result, results):
+        if r.get("status", "ok") not in ("ok",):
+            continue
+        p = r.get("params") or {}
+        n = _num(p.get("nprocs", 1))
+        thr = _num(r.get("samples_per_s"))
+        if n and thr:
+            pts.append({"nprocs": n, "samples_per_s": thr, "workload": r.get("workload") or r.get("name")})
+    ns = {p["nprocs"] for p in pts}
+    if len(ns) < 2:
+        return {"ok": False, "summary": "scaling: throughput at fewer than 2 process counts; run 03_scaling",
+                "points": pts, "curve": [], "fit": {}}
+    df = pd.DataFrame(pts)
+    res = Scaling(model="auto").fit(df[["nprocs", "samples_per_s"]].rename(columns={"nprocs": "x", "samples_per_s": "y"}))
+    top = max_n or int(max(8, 4 * max(ns)))
+    xs = list(range(1, top + 1))
+    pred = res.predict(xs, alpha=alpha) if _accepts(res.predict, "alpha") else res.predict(xs)
+    curve = _pred_rows(pred, xs, "nprocs", "samples_per_s")
+    ci = {k: list(v) for k, v in res.conf_int(alpha).items()}
+    model = getattr(res, "model", "scaling")
+    summary = (f"scaling ({model}): " + ", ".join(f"{k}={v:.3g}" for k, v in res.params.items())
+               + f"; {len(df)} runs at n={sorted(ns)}; predicted n={top}: {curve[-1]['samples_per_s']:.3g} samples/s")
+    return {"ok": True, "summary": summary, "points": pts, "curve": curve,
+            "fit": {"model": model, "params": dict(res.params), "conf_int": ci}}
+
+
+def _accepts(fn, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _pred_rows(pred: Any, xs: Sequence[float], xname: str, yname: str) -> list[dict[str, Any]]:
+    """Normalize a model's prediction (array, DataFrame with y/lo/hi, or list of dicts) into rows."""
+    if isinstance(pred, pd.DataFrame):
+        recs = pred.to_dict("records")
+    elif isinstance(pred, list) and pred and isinstance(pred[0], dict):
+        recs = pred
+    else:
+        recs = [{"y": float(v)} for v in list(pred)]
+    out = []
+    for x, rec in zip(xs, recs, strict=False):
+        y = rec.get("y", rec.get("mean", rec.get(yname)))
+        out.append({xname: x, yname: _num(y), "lo": _num(rec.get("lo")), "hi": _num(rec.get("hi"))})
+    return out
+
+
+# -- workloads / convergence ------------------------------------------------------------------
+def workload_table(results: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for r in map(_flat_result, results):
+        rows.append({
+            "workload": r.get("workload") or r.get("name"),
+            "status": r.get("status"),
+            "steps": r.get("steps"),
+            "steps_to_target": r.get("steps_to_target"),
+            "time_to_target_s": _num(r.get("time_to_target_s")),
+            "samples/s": _num(r.get("samples_per_s")),
+            "tokens/s": _num(r.get("tokens_per_s")),
+            "MFU": _num(r.get("mfu")),
+            "peak_mem_MiB": (_num(r.get("peak_mem_bytes")) or 0) / 2**20 or None,
+        })
+    return pd.DataFrame(rows)
+
+
+def breakdown_rows(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in map(_flat_result, results):
+        for phase, secs in (r.get("breakdown_s") or {}).items():
+            if _num(secs) is not None:
+                out.append({"workload": r.get("workload") or r.get("name"), "phase": phase, "seconds": _num(secs)})
+    return out
+
+
+def loss_rows(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in map(_flat_result, results):
+        for pt in r.get("loss_curve") or []:
+            out.append({"workload": r.get("workload") or r.get("name"), **pt})
+    return out
+
+
+def convergence_section(results: Iterable[dict[str, Any]], *, level: float = 0.9,
+                        target: float | None = None) -> dict[str, Any]:
+    """Fit the longest ok loss curve; steps/time to target with an interval; says when unreachable."""
+    from hwmodels.convergence import Convergence
+
+    best = None
+    for r in map(_flat_result, results):
+        if r.get("status") not in ("ok", "timeout") or len(r.get("loss_curve") or []) < 4:
+            continue
+        if best is None or len(r["loss_curve"]) > len(best["loss_curve"]):
+            best = r
+    if best is None:
+        return {"ok": False, "summary": "convergence: no loss curve with >= 4 points; run 04_convergence",
+                "points": [], "curve": [], "fit": {}}
+    curve_pts = [p for p in best["loss_curve"] if _num(p.get("loss")) is not None and p.get("step")]
+    df = pd.DataFrame(curve_pts)
+    tgt = target if target is not None else _num(best.get("target_loss") or (best.get("params") or {}).get("target_loss"))
+    res = Convergence().fit(df[["step", "loss"]].rename(columns={"step": "x", "loss": "y"}))
+    tt = res.x_to_target(tgt, level=level) if tgt is not None else None
+    steps_done = float(df["step"].max())
+    sec_per_step = float(df["seconds"].max()) / steps_done if "seconds" in df and steps_done else None
+    reach = tt.get("x") if isinstance(tt, dict) else getattr(tt, "x", None)
+    reachable = bool(tt.get("reachable")) if isinstance(tt, dict) else bool(getattr(tt, "reachable", False))
+    lo = tt.get("lo") if isinstance(tt, dict) else getattr(tt, "lo", None)
+    hi = tt.get("hi") if isinstance(tt, dict) else getattr(tt, "hi", None)
+    measured_steps = _num(best.get("steps_to_target"))
+    end = max(steps_done * 3, (_num(hi) or _num(reach) or steps_done) * 1.2)
+    xs = [steps_done * 0.05 + (end - steps_done * 0.05) * i / 80 for i in range(81)]
+    pred = res.predict(xs, alpha=1 - level) if _accepts(res.predict, "alpha") else res.predict(xs)
+    curve = _pred_rows(pred, xs, "step", "loss")
+    wl = best.get("workload") or best.get("name")
+    if measured_steps:
+        how = f"reached the target {tgt:.3g} at step {measured_steps:.0f} (measured)"
+    elif reachable and reach:
+        how = (f"predicted to reach {tgt:.3g} at step {_num(reach):.0f} "
+               f"({level:.0%} interval {_fmt(lo)}..{_fmt(hi)} steps; extrapolated beyond step {steps_done:.0f})")
+    else:
+        how = f"the target {tgt} is not supported by the fit (below the fitted asymptote or interval too wide)"
+    summary = f"convergence ({getattr(res, 'model', 'fit')}, {wl}): {how}"
+    fit = {"model": getattr(res, "model", None), "params": dict(res.params), "target": tgt,
+           "steps_to_target": measured_steps or _num(reach), "lo": _num(lo), "hi": _num(hi),
+           "reachable": bool(measured_steps) or reachable, "measured": bool(measured_steps),
+           "seconds_per_step": sec_per_step, "workload": wl, "level": level,
+           "model_flops_per_step": _num(best.get("model_flops_per_step")),
+           "samples_per_s": _num(best.get("samples_per_s")), "mfu": _num(best.get("mfu"))}
+    return {"ok": True, "summary": summary, "points": [{"step": p["step"], "loss": p["loss"]} for p in curve_pts],
+            "curve": curve, "fit": fit, "target": tgt}
+
+
+# -- cost ------------------------------------------------------------------------------------
+def cost_rows(conv_fit: dict[str, Any], *, measured_node, candidates: Sequence[str] | None, pricing: Sequence[str],
+              dtype: str, utilization: float, utilization_range: tuple[float, float]) -> list[dict[str, Any]]:
+    """Time and cost to the target per (node, pricing mode), with intervals.
+
+    Training work to target W = steps_to_target x model FLOPs per step
+    (6N + attention accounting from ``workloads.flops``, PaLM appendix B).
+    Measured node: time = steps x measured seconds/step. Projected node:
+    time = W / (node peak FLOP/s (catalog, dense, ``dtype``) x utilization),
+    the interval from the steps interval and ``utilization_range``.
+    Cost = time [h] x price [USD/node-hour] (``NodeType.price_per_hour``).
+    """
+    cat = _catalog()
+    steps = _num(conv_fit.get("steps_to_target"))
+    if not steps:
+        return []
+    s_lo = _num(conv_fit.get("lo")) or steps
+    s_hi = _num(conv_fit.get("hi")) or steps
+    fps = _num(conv_fit.get("model_flops_per_step"))
+    sps = _num(conv_fit.get("seconds_per_step"))
+    ids = list(candidates) if candidates else list(cat.ids())
+    u_lo, u_hi = sorted(utilization_range)
+    rows = []
+    for nid in ids:
+        nt = cat.get(nid)
+        is_measured = measured_node is not None and nt.id == measured_node.id
+        if is_measured and sps:
+            t, t_lo, t_hi, basis = steps * sps, s_lo * sps, s_hi * sps, "measured"
+        else:
+            if not fps or dtype not in nt.peaks:
+                continue
+            peak = nt.peak_flops_per_s(dtype, per="node")
+            t = steps * fps / (peak * utilization)
+            t_lo = s_lo * fps / (peak * u_hi)
+            t_hi = s_hi * fps / (peak * u_lo)
+            basis = "projected"
+        for mode in pricing:
+            if mode not in nt.modes:
+                continue
+            usd_h = nt.price_per_hour(mode)
+            if not math.isfinite(usd_h):
+                continue
+            rows.append({"node": nt.id, "pricing": mode, "label": f"{nt.id} / {mode}", "basis": basis,
+                         "usd_per_hour": usd_h, "time_to_target_s": t, "time_lo_s": t_lo, "time_hi_s": t_hi,
+                         "cost_usd": t / 3600 * usd_h, "lo": t_lo / 3600 * usd_h, "hi": t_hi / 3600 * usd_h})
+    rows.sort(key=lambda r: r["cost_usd"])
+    for i, r in enumerate(rows, 1):
+        r["rank"] = i
+    # Pareto front on (time, cost): no other row is at least as fast and as cheap, and strictly better in one
+    for r in rows:
+        r["pareto"] = not any(
+            o is not r and o["time_to_target_s"] <= r["time_to_target_s"] and o["cost_usd"] <= r["cost_usd"]
+            and (o["time_to_target_s"] < r["time_to_target_s"] or o["cost_usd"] < r["cost_usd"])
+            for o in rows
+        )
+    return rows
+
+
+def sensitivity_rows(best: dict[str, Any], conv_fit: dict[str, Any], *, utilization: float,
+                     utilization_range: tuple[float, float], price_change: float = 0.2) -> list[dict[str, Any]]:
+    """One-at-a-time sensitivity of the best option's cost: each input at its low and high value.
+
+    cost = steps x (s/step) x price, so it scales linearly with steps and price
+    and (projected rows) inversely with utilization.
+    """
+    c = best["cost_usd"]
+    out = []
+    steps = _num(conv_fit.get("steps_to_target"))
+    if steps:
+        out.append({"input": "steps to target (convergence interval)",
+                    "low_usd": c * (_num(conv_fit.get("lo")) or steps) / steps,
+                    "high_usd": c * (_num(conv_fit.get("hi")) or steps) / steps})
+    if best["basis"] == "projected":
+        u_lo, u_hi = sorted(utilization_range)
+        out.append({"input": f"utilization {u_lo:.2f}..{u_hi:.2f}", "low_usd": c * utilization / u_hi,
+                    "high_usd": c * utilization / u_lo})
+    out.append({"input": f"price +-{price_change:.0%}", "low_usd": c * (1 - price_change),
+                "high_usd": c * (1 + price_change)})
+    return sorted(out, key=lambda r: r["high_usd"] - r["low_usd"], reverse=True)
+
+
+# -- HTML ----------------------------------------------------------------------------------------
+@dataclass
+class ReportOutput:
+    html: Path
+    charts: dict[str, list[Path]] = field(default_factory=dict)
+    ranking: pd.DataFrame = field(default_factory=pd.DataFrame)
+    recommendation: str = ""
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
+.rec{background:#eef6ee;border-left:4px solid #3a3;padding:0.8em 1em}
+.note{color:#555;font-size:13px}.measured{color:#060;font-weight:bold}.projected{color:#a50}
+"""
+
+
+def _table_html(df: pd.DataFrame) -> str:
+    if df is None or df.empty:
+        return "<p class='note'>no rows</p>"
+    return df.to_html(index=False, escape=True, na_rep="n/a", float_format=lambda v: f"{v:.4g}")
+
+
+def write_html(path: Path, *, title: str, blocks: list[tuple[str, str]], specs: dict[str, dict]) -> None:
+    """One file: inline CSS, vl-convert's JS bundle inline, one ``vegaEmbed`` per chart spec."""
+    import vl_convert as vlc
+
+    bundle = vlc.javascript_bundle()
+    assert "</script" not in bundle.lower()
+    body = []
+    for kind, content in blocks:
+        if kind == "chart":
+            body.append(f"<div id='chart-{content}' class='chart'></div>")
+        else:
+            body.append(content)
+    embeds = "\n".join(
+        f"vegaEmbed('#chart-{name}', {json.dumps(spec)}, {{renderer: 'svg', actions: false}})"
+        f".catch(e => {{document.getElementById('chart-{name}').innerText = 'chart failed: ' + e;}});"
+        for name, spec in specs.items()
+    )
+    doc = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_html.escape(title)}</title>"
+           f"<style>{_CSS}</style><script>{bundle}</script></head><body>"
+           + "\n".join(body) + f"<script>{embeds}</script></body></html>")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(doc)
+    os.replace(tmp, path)
+
+
+def _save_chart(chart, name: str, charts_dir: Path) -> tuple[dict, list[Path]]:
+    import vl_convert as vlc
+
+    spec = chart.to_dict()
+    svg = charts_dir / f"{name}.svg"
+    png = charts_dir / f"{name}.png"
+    svg.write_text(vlc.vegalite_to_svg(spec))
+    png.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+    return spec, [svg, png]
+
+
+def _kernel_records(store: Store, plan: str | None, kind: str) -> list[dict[str, Any]]:
+    df = store.records(kind=kind, plan=plan)
+    if df.empty:
+        return []
+    df = decode(df)
+    out = []
+    for row in df.to_dict("records"):
+        d = dict(row["metrics"] or {})
+        d.update({"kernel": row["name"], "name": row["name"], "workload": row["name"], "params": row["params"] or {},
+                  "status": row["status"], "node_id": row["node_id"], "run_id": row["run_id"]})
+        out.append(d)
+    return out
+
+
+def build_report(*, store: Store | str | Path | None = None, plan: str | None = None,
+                 report_dir: str | Path = "out/report", candidates: Sequence[str] | None = None,
+                 pricing: Sequence[str] = ("on_demand", "reserved", "spot", "on_prem"), dtype: str = "bf16",
+                 utilization: float = 0.35, utilization_range: tuple[float, float] = (0.2, 0.5),
+                 measured_node: str | None = None, title: str = "hweval procurement report") -> ReportOutput:
+    """Read the plan's results, fit, project, price, and write ``report.html`` + ``charts/``."""
+    from hweval import charts
+
+    st = store if isinstance(store, Store) else Store(store)
+    rdir = Path(report_dir)
+    cdir = rdir / "charts"
+    cdir.mkdir(parents=True, exist_ok=True)
+
+    kernels = _kernel_records(st, plan, "kernel")
+    colls = _kernel_records(st, plan, "collective") + [k for k in kernels if (k.get("params") or {}).get("world_size")]
+    workloads = _kernel_records(st, plan, "workload")
+    try:
+        mnode = resolve_measured_node(measured_node)
+    except Exception:  # noqa: BLE001
+        mnode = None
+
+    sections: dict[str, dict[str, Any]] = {}
+    for key, fn in (("roofline", lambda: roofline_section(kernels, node=measured_node)),
+                    ("comms", lambda: comms_section(colls)),
+                    ("scaling", lambda: scaling_section(workloads)),
+                    ("convergence", lambda: convergence_section(workloads))):
+        try:
+            sections[key] = fn()
+        except Exception as exc:  # noqa: BLE001 - one failing fit must not lose the other sections
+            sections[key] = {"ok": False, "summary": f"{key}: fit failed: {type(exc).__name__}: {exc}",
+                             "points": [], "curve": [], "ceilings": [], "fit": {}}
+    conv = sections["convergence"]
+    rows = cost_rows(conv["fit"], measured_node=mnode, candidates=candidates, pricing=pricing, dtype=dtype,
+                     utilization=utilization, utilization_range=utilization_range) if conv["ok"] else []
+    ranking = pd.DataFrame(rows)
+    sens = sensitivity_rows(rows[0], conv["fit"], utilization=utilization,
+                            utilization_range=utilization_range) if rows else []
+
+    chart_objs = {
+        "roofline": charts.roofline(sections["roofline"]["points"], sections["roofline"].get("ceilings")),
+        "scaling": charts.band_curve(sections["scaling"]["points"], sections["scaling"]["curve"], x="nprocs",
+                                     y="samples_per_s", x_title="processes", y_title="samples/s",
+                                     title="Data-parallel scaling: measured and fitted (interval)"),
+        "comms": charts.band_curve(sections["comms"]["points"], sections["comms"]["curve"], x="size_bytes",
+                                   y="busbw_bytes_per_s", x_title="message size (B)", y_title="busbw (B/s)",
+                                   series="collective", title="Collectives: busbw and alpha-beta fit",
+                                   log_x=True, log_y=True),
+        "loss": charts.band_curve(conv["points"], conv["curve"], x="step", y="loss", x_title="step",
+                                  y_title="eval loss", title="Eval loss and extrapolation band",
+                                  target=conv.get("target")),
+        "cost": charts.cost_bars(rows),
+        "pareto": charts.pareto(rows),
+        "sensitivity": charts.sensitivity(sens),
+    }
+    specs, files = {}, {}
+    for name, ch in chart_objs.items():
+        if ch is not None:
+            specs[name], files[name] = _save_chart(ch, name, cdir)
+
+    recommendation = _recommend(rows, conv)
+    blocks: list[tuple[str, str]] = [
+        ("html", f"<h1>{_html.escape(title)}</h1>"),
+        ("html", f"<p class='note'>plan: {_html.escape(plan or '(all results)')} &middot; generated "
+                 f"{datetime.now(UTC):%Y-%m-%d %H:%M UTC} &middot; measured node: "
+                 f"{_html.escape(mnode.id if mnode else 'unknown')}</p>"),
+        ("html", f"<h2>Recommendation</h2><div class='rec'>{_html.escape(recommendation)}</div>"),
+        ("html", "<h2>Ranking (cost per convergence)</h2>"),
+    ]
+    if not ranking.empty:
+        show = ranking[["rank", "node", "pricing", "basis", "usd_per_hour", "time_to_target_s", "cost_usd", "lo",
+                        "hi", "pareto"]].rename(columns={"usd_per_hour": "USD/node-h", "time_to_target_s": "time (s)",
+                                                         "cost_usd": "cost (USD)", "lo": "cost lo", "hi": "cost hi"})
+        blocks.append(("html", _table_html(show)))
+    else:
+        blocks.append(("html", "<p class='note'>no ranking: no convergence result to price</p>"))
+    blocks.append(("html", "<h2>Assumptions</h2>" + _assumptions_html(conv["fit"], mnode, dtype, utilization,
+                                                                      utilization_range, pricing, candidates)))
+    for name, heading in (("cost", "Cost per convergence"), ("pareto", "Time-cost Pareto front"),
+                          ("sensitivity", "Sensitivity"), ("roofline", "Roofline"), ("scaling", "Scaling"), ("comms", "Communication"),
+                          ("loss", "Convergence")):
+        blocks.append(("html", f"<h2>{heading}</h2>"))
+        key = {"cost": "convergence", "pareto": "convergence", "loss": "convergence", "sensitivity": "convergence"}.get(name, name)
+        blocks.append(("html", f"<p>{_html.escape(sections[key]['summary'])}</p>"))
+        if name in specs:
+            blocks.append(("chart", name))
+    html = rdir / "report.html"
+    write_html(html, title=title, blocks=blocks, specs=specs)
+    st.append(Record(kind="report", name="procurement_report", params={"plan": plan, "candidates": list(candidates or [])},
+                     metrics={"path": str(html.resolve()), "charts": sorted(specs), "rows": len(rows),
+                              "recommendation": recommendation}))
+    return ReportOutput(html=html, charts=files, ranking=ranking, recommendation=recommendation)
+
+
+def _assumptions_html(fit, mnode, dtype, utilization, urange, pricing, candidates) -> str:
+    items = [
+        f"<span class='measured'>measured</span>: rows of the measured node ({_html.escape(mnode.id if mnode else 'none')})"
+        " use its measured seconds per step x steps to target.",
+        f"<span class='projected'>projected</span>: every other node: steps to target x model FLOPs per step / "
+        f"(catalog dense {dtype} peak per node x utilization {utilization:.2f}); interval uses utilization "
+        f"{min(urange):.2f}..{max(urange):.2f} and the convergence interval. These are not measurements.",
+        "prices: catalog USD per node-hour per pricing mode (on_prem: capex / (amortization years x 8760 h x "
+        "catalog utilization) + power x PUE x USD/kWh); modes compared: " + ", ".join(pricing) + ".",
+        f"workload: {_html.escape(str(fit.get('workload')))}, target eval loss {fit.get('target')}, steps to target "
+        f"{_fmt(fit.get('steps_to_target'))} ({'measured' if fit.get('measured') else 'extrapolated'}), "
+        f"model FLOPs/step {_fmt(fit.get('model_flops_per_step'), 'FLOP')}.",
+    ]
+    return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
+def _recommend(rows: list[dict[str, Any]], conv: dict[str, Any]) -> str:
+    if not rows:
+        return ("No recommendation: there is no convergence result to price "
+                f"({conv.get('summary', 'no data')}).")
+    best = rows[0]
+    fastest = min(rows, key=lambda r: r["time_to_target_s"])
+    txt = (f"Cheapest way to reach the target: {best['node']} at {best['pricing']} pricing, about "
+           f"${best['cost_usd']:.3g} (interval ${best['lo']:.3g}-${best['hi']:.3g}) and {_hours(best['time_to_target_s'])} "
+           f"to target ({best['basis']}).")
+    if fastest is not best:
+        txt += (f" Fastest: {fastest['node']} ({fastest['pricing']}) in {_hours(fastest['time_to_target_s'])} for "
+                f"${fastest['cost_usd']:.3g}.")
+    if len(rows) > 1 and rows[1]["lo"] <= best["hi"]:
+        txt += (f" The runner-up ({rows[1]['node']}, {rows[1]['pricing']}) overlaps within the intervals, so the "
+                "ranking between them is not decided by these data.")
+    if best["basis"] == "projected":
+        txt += " The winning figure is a projection from catalog peaks and an assumed utilization, not a measurement."
+    return txt

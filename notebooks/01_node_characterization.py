@@ -1,0 +1,47 @@
+# %% [markdown]
+# # 01 Node characterization: kernel sweeps -> fitted roofline
+#
+# GEMM shape/dtype sweeps and STREAM working-set sweeps on this node, each
+# checked against a higher-precision reference before timing
+# (`kernels.registry`), then a roofline fitted to the measured points
+# (`hwmodels.roofline`) and compared with the node's datasheet peak from the
+# catalog. Every measurement and the fit go to the results store.
+
+# %% tags=["parameters"]
+device: str = "cpu"  # device the kernels run on (cpu, cuda, cuda:N)
+gemm_sizes: list[int] = [256, 512, 1024]  # square GEMM sizes M=N=K
+gemm_dtypes: list[str] = ["fp32", "bf16"]  # GEMM dtypes (unsupported ones are skipped with a reason)
+stream_ops: list[str] = ["copy", "triad"]  # STREAM kernels: copy, scale, add, triad
+stream_sizes: list[int] = [65536, 1048576, 16777216]  # STREAM elements per array (L2 .. >4x LLC for fp64)
+warmup_ms: float = 20.0  # warm-up budget per measurement
+measure_ms: float = 200.0  # measurement budget per measurement
+node: str = ""  # catalog node id for datasheet ceilings ("" = match this machine)
+
+# %%
+from IPython.display import display
+
+from hweval import charts, report
+from kernels import registry
+
+gemm = registry.sweep(
+    "gemm",
+    [{"m": s, "n": s, "k": s, "dtype": d} for d in gemm_dtypes for s in gemm_sizes],
+    device=device, warmup_ms=warmup_ms, measure_ms=measure_ms,
+)
+stream = [
+    r
+    for op in stream_ops
+    for r in registry.sweep(f"stream_{op}", [{"n": n} for n in stream_sizes], device=device,
+                            warmup_ms=warmup_ms, measure_ms=measure_ms)
+]
+results = [r.to_json() for r in gemm + stream]
+report.kernel_table(results)
+
+# %% [markdown]
+# ## Roofline: fitted ceilings and measured points
+
+# %%
+roof = report.roofline_section(results, node=node or None)
+print(roof["summary"])
+report.record_fit("roofline", roof)
+display(charts.roofline(roof["points"], roof["ceilings"]))

@@ -1,0 +1,30 @@
+# %% [markdown]
+# # 04 Convergence: loss curves -> steps and time to target with intervals
+#
+# Trains a workload until it reaches its eval-loss target (or runs out of
+# steps), fits the eval-loss curve (`hwmodels.convergence`: power law with
+# offset and an alternative family), and predicts steps / tokens / wall time
+# to the target with an interval, saying so plainly when the data cannot
+# support the extrapolation.
+
+# %% tags=["parameters"]
+workload: str = "transformer_lm"  # workload to train
+workload_params: dict = {}  # extra workload parameters
+target_loss: float = 0.0  # eval-loss target (0 = the workload's default)
+max_steps: int = 120  # optimizer steps (the fit extrapolates beyond them)
+max_time_s: float = 240.0  # wall-time limit
+level: float = 0.9  # confidence level of the time-to-target interval
+
+# %%
+from IPython.display import display
+
+from hweval import charts, report
+from workloads import registry as wl
+
+res = wl.run(workload, dict(workload_params), target_loss=target_loss or None, max_steps=max_steps,
+             max_time_s=max_time_s, stop_at_target=False).to_json()
+conv = report.convergence_section([res], level=level)
+print(conv["summary"])
+report.record_fit("convergence", conv)
+display(charts.band_curve(conv["points"], conv["curve"], x="step", y="loss", x_title="step", y_title="eval loss",
+                          title="Eval loss with fitted extrapolation band", target=conv.get("target")))

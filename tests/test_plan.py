@@ -1,0 +1,142 @@
+"""Plan loading and validation: every kind of bad plan is exit 2, one line, nothing written."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hweval.errors import InputError
+from hweval.plan import load_plan, make_cell_id, notebook_parameters, parse_parameters
+
+NODE = "cpu-epyc-zen4-2c"
+
+NB = '''\
+# %% [markdown]
+# # tiny
+
+# %% tags=["parameters"]
+batch_size: int = 8  # examples per step
+lr: float = 0.1  # learning rate
+name: str = "x"  # a label
+sizes: list[int] = [1, 2]  # sizes
+flag: bool = False  # a switch
+note: str | None = None  # optional
+
+# %%
+print(batch_size)
+'''
+
+
+@pytest.fixture
+def nbdir(tmp_path: Path) -> Path:
+    d = tmp_path / "nb"
+    d.mkdir()
+    (d / "tiny.py").write_text(NB)
+    return d
+
+
+def write_plan(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "x.yaml"
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+GOOD = f"""\
+name: t
+notebooks_dir: nb
+nodes:
+  - id: {NODE}
+  - id: h100-sxm
+    slurm: {{partition: gpu, gres: "gpu:8", time_limit_min: 30, extra: ["--exclusive"]}}
+matrix:
+  - notebook: tiny
+    nodes: [{NODE}]
+    params: {{batch_size: 4, lr: 1, sizes: [3]}}
+    grid: {{flag: [true, false]}}
+    timeout_s: 30
+"""
+
+
+def test_parse_parameters_types_and_help():
+    params = parse_parameters("a: int = 1  # the a\nb: list[str] = ['x']\n")
+    assert params["a"].annotation == "int" and params["a"].default == 1 and params["a"].help == "the a"
+    assert params["b"].default == ["x"]
+    with pytest.raises(InputError, match="expected 'name: type = value"):
+        parse_parameters("a = 1\n")
+    with pytest.raises(InputError, match="expected int"):
+        parse_parameters("a: int = 'x'\n")
+
+
+def test_good_plan_cells(tmp_path, nbdir):
+    plan = load_plan(write_plan(tmp_path, GOOD))
+    assert plan.name == "t" and [n.id for n in plan.nodes] == [NODE, "h100-sxm"]
+    assert plan.node("h100-sxm").local is False and plan.node(NODE).local is True
+    assert plan.node("h100-sxm").slurm["extra"] == ["--exclusive"]  # passed through untouched
+    cells = plan.cells()
+    assert len(cells) == 2
+    assert {c.params["flag"] for c in cells} == {True, False}
+    assert all(c.params["lr"] == 1.0 and isinstance(c.params["lr"], float) for c in cells)
+    assert all(c.timeout_s == 30 and c.node == NODE for c in cells)
+    # stable, unique, filesystem-safe ids
+    again = load_plan(write_plan(tmp_path, GOOD)).cells()
+    assert [c.cell_id for c in cells] == [c.cell_id for c in again]
+    assert len({c.cell_id for c in cells}) == 2
+    assert all("/" not in c.cell_id and " " not in c.cell_id for c in cells)
+    assert make_cell_id(NODE, "tiny", {"a": 1}) != make_cell_id(NODE, "tiny", {"a": 2})
+    assert plan.cell(cells[0].cell_id) == cells[0]
+
+
+BAD = {
+    "malformed yaml": ("nodes: [a\nmatrix: {", "malformed YAML"),
+    "unknown top key": (GOOD + "extra: 1\n", "extra: unknown key"),
+    "unknown notebook": (GOOD.replace("notebook: tiny", "notebook: nope"), "matrix[0].notebook: unknown notebook 'nope'; valid choices: tiny"),
+    "unknown parameter": (GOOD.replace("lr: 1", "lr: 1, bogus: 3"), "matrix[0].params.bogus: notebook tiny has no parameter 'bogus'"),
+    "wrong type": (GOOD.replace("batch_size: 4", "batch_size: abc"), "matrix[0].params.batch_size: expected int, got 'abc'"),
+    "wrong list item": (GOOD.replace("sizes: [3]", "sizes: [3, x]"), "matrix[0].params.sizes[1]: expected int, got 'x'"),
+    "wrong grid type": (GOOD.replace("flag: [true, false]", "flag: [true, 3]"), "matrix[0].grid.flag: expected bool, got 3"),
+    "unknown catalog node": (GOOD.replace("id: h100-sxm", "id: h100-fake"), "nodes[1].id: unknown node 'h100-fake'"),
+    "node not in plan": (GOOD.replace(f"nodes: [{NODE}]", "nodes: [mi300x]"), "matrix[0].nodes[0]: unknown node 'mi300x'"),
+    "bad timeout": (GOOD.replace("timeout_s: 30", "timeout_s: -1"), "matrix[0].timeout_s: expected a positive number"),
+    "no matrix": ("nodes: [cpu-epyc-zen4-2c]\n", "matrix: expected a non-empty list"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_plans_exit_2_and_write_nothing(case, tmp_path, nbdir, cli, store_path):
+    body, fragment = BAD[case]
+    plan = write_plan(tmp_path, body)
+    out = tmp_path / "out"
+    r = cli("run", "--plan", str(plan), "--out", str(out), "--store", str(store_path), "--no-progress")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert str(plan) in lines[0] and fragment in lines[0], lines[0]
+    assert not out.exists()
+    assert not any(store_path.iterdir())
+
+
+def test_missing_plan_file(tmp_path, cli):
+    r = cli("run", "--plan", str(tmp_path / "nope.yaml"))
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_shipped_plans_validate():
+    repo = Path(__file__).resolve().parent.parent
+    for name in ("quick", "procurement"):
+        plan = load_plan(repo / "plans" / f"{name}.yaml")
+        assert plan.cells(), name
+        assert plan.report is not None
+        assert plan.report_cell() is not None
+
+
+def test_shipped_notebooks_declare_typed_parameters():
+    repo = Path(__file__).resolve().parent.parent
+    nbs = sorted((repo / "notebooks").glob("0*.py"))
+    assert [p.stem[:2] for p in nbs] == ["01", "02", "03", "04", "05"]
+    for p in nbs:
+        params = notebook_parameters(p)
+        assert params, p
+        for prm in params.values():
+            assert prm.help, f"{p.name}: {prm.name} has no help comment"

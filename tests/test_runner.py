@@ -1,0 +1,184 @@
+"""Batch runner: failures, kills and hangs are recorded, the rest finishes, --resume completes."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from hweval.plan import load_plan
+from hweval.runner import cell_states, main as runner_main, select_cells
+from hweval.store import Store
+
+NODE = "cpu-epyc-zen4-2c"
+
+NOTEBOOKS = {
+    "ok": '''
+        # %% tags=["parameters"]
+        n: int = 1  # a number
+
+        # %%
+        from hweval.store import Record, Store
+        Store().append(Record(kind="other", name="ok-nb", metrics={"n": n}))
+    ''',
+    "raises": '''
+        # %% tags=["parameters"]
+        marker: str = ""  # raise unless this file exists
+
+        # %%
+        import os
+        if not os.path.exists(marker):
+            raise RuntimeError("injected failure")
+    ''',
+    "killme": '''
+        # %% tags=["parameters"]
+        marker: str = ""  # SIGKILL the kernel unless this file exists
+
+        # %%
+        import os, signal
+        if not os.path.exists(marker):
+            os.kill(os.getpid(), signal.SIGKILL)
+    ''',
+    "hang": '''
+        # %% tags=["parameters"]
+        marker: str = ""  # hang unless this file exists
+
+        # %%
+        import os, time
+        while not os.path.exists(marker):
+            time.sleep(0.2)
+    ''',
+    "rep": '''
+        # %% tags=["parameters"]
+        plan_name: str = ""  # injected by the runner
+        report_dir: str = "out/report"  # injected by the runner
+
+        # %%
+        import os
+        from hweval.store import Store
+        n = len(Store().records(plan=plan_name, kind="notebook"))
+        os.makedirs(report_dir, exist_ok=True)
+        open(os.path.join(report_dir, "report.html"), "w").write(f"<html>{n} notebook records</html>")
+    ''',
+}
+
+
+@pytest.fixture
+def batch(tmp_path: Path):
+    nb = tmp_path / "nb"
+    nb.mkdir()
+    for name, src in NOTEBOOKS.items():
+        (nb / f"{name}.py").write_text(textwrap.dedent(src).lstrip())
+    marker = tmp_path / "marker"
+    plan = tmp_path / "batch.yaml"
+    plan.write_text(textwrap.dedent(f"""\
+        name: batch
+        notebooks_dir: nb
+        nodes: [{NODE}]
+        defaults: {{timeout_s: 120}}
+        matrix:
+          - notebook: ok
+            grid: {{n: [1, 2]}}
+          - notebook: raises
+            params: {{marker: "{marker}"}}
+          - notebook: killme
+            params: {{marker: "{marker}"}}
+          - notebook: hang
+            params: {{marker: "{marker}"}}
+            timeout_s: 6
+        report:
+          notebook: rep
+        """))
+    return plan, marker, tmp_path / "out"
+
+
+@pytest.mark.slow
+def test_batch_failures_resume_noop_force(batch, cli, store_path):
+    plan, marker, out = batch
+    args = ("run", "--plan", str(plan), "--out", str(out), "--store", str(store_path), "--jobs", "2", "--no-progress")
+    r = cli(*args)
+    assert r.returncode == 1, r.stderr
+    st = cell_states(Store(store_path), "batch")
+    by_nb = {}
+    for cid, s in st.items():
+        by_nb.setdefault(cid.split("--")[0], []).append(s)
+    assert [s["status"] for s in by_nb["ok"]] == ["ok", "ok"]
+    assert by_nb["raises"][0]["status"] == "failed" and "injected failure" in by_nb["raises"][0]["error"]
+    assert by_nb["killme"][0]["status"] == "failed" and "kernel died" in by_nb["killme"][0]["error"]
+    assert by_nb["hang"][0]["status"] == "timeout"
+    # the report still got built after the failures
+    html = out / "report" / "report.html"
+    assert html.exists() and f"report: {html.resolve()}" in r.stdout
+    # executed notebooks keep parameters and the fingerprint in their metadata
+    okc = [c for c in load_plan(plan).cells() if c.notebook == "ok"][0]
+    nb = nbformat.read(Path(st[okc.cell_id]["output"]), as_version=4)
+    assert nb.metadata["hweval"]["parameters"] == okc.params
+    assert nb.metadata["hweval"]["fingerprint"]["node_id"]
+    assert nb.metadata["papermill"]["parameters"] == okc.params
+    # the notebook's own records are tagged with plan, run and notebook
+    rec = Store(store_path).records(name="ok-nb")
+    assert set(rec["plan"]) == {"batch"} and set(rec["notebook"]) == {"ok"}
+    assert set(rec["run_id"]) == {st[okc.cell_id]["run_id"]}
+
+    # a plain rerun does not retry failures
+    r = cli(*args)
+    assert r.returncode == 0, r.stderr
+    assert "use --resume" in r.stderr
+    # --resume re-runs exactly the three failed cells, which now succeed
+    marker.write_text("")
+    n_before = len(Store(store_path).records(kind="notebook"))
+    r = cli(*args, "--resume")
+    assert r.returncode == 0, r.stderr
+    st = cell_states(Store(store_path), "batch")
+    assert {s["status"] for s in st.values()} == {"ok"} and len(st) == 6  # 5 cells + report
+    assert len(Store(store_path).records(kind="notebook")) == n_before + 4  # 3 cells + report
+    assert len(Store(store_path).records(name="ok-nb")) == 2  # ok cells not re-run
+
+    # finished plan: no-op, still prints the report
+    r = cli(*args)
+    assert r.returncode == 0 and "nothing to do" in r.stderr and "report:" in r.stdout
+    assert len(Store(store_path).records(kind="notebook")) == n_before + 4
+    # --force re-runs everything
+    r = cli(*args, "--force")
+    assert r.returncode == 0, r.stderr
+    assert len(Store(store_path).records(name="ok-nb")) == 4
+
+
+def test_select_cells_rules(batch):
+    plan, _, _ = batch
+    cells = load_plan(plan).cells()
+    a, b, c = cells[:3]
+    states = {a.cell_id: {"status": "ok"}, b.cell_id: {"status": "timeout"}}
+    todo, kept = select_cells(cells[:3], states)
+    assert todo == [c] and kept["done"] == [a] and kept["failed"] == [b]
+    todo, _ = select_cells(cells[:3], states, resume=True)
+    assert todo == [b, c]
+    todo, _ = select_cells(cells[:3], states, force=True)
+    assert todo == [a, b, c]
+
+
+def test_module_entry_runs_one_cell(batch, store_path, tmp_path, capsys):
+    plan, _, _ = batch
+    cell = [c for c in load_plan(plan).cells() if c.notebook == "ok"][0]
+    rc = runner_main(["--plan", str(plan), "--cell", cell.cell_id, "--out", str(tmp_path / "o"),
+                      "--store", str(store_path), "--run-id", "job-1"])
+    assert rc == 0
+    st = cell_states(Store(store_path), "batch")[cell.cell_id]
+    assert st["status"] == "ok" and st["run_id"] == "job-1"
+    assert (tmp_path / "o" / f"{cell.cell_id}.ipynb").exists()
+    assert runner_main(["--plan", str(plan), "--cell", "nope", "--out", str(tmp_path / "o")]) == 2
+    assert "no cell 'nope'" in capsys.readouterr().err
+
+
+def test_slurm_backend_missing_is_input_error(batch, cli, store_path):
+    import importlib.util
+
+    if importlib.util.find_spec("hweval.slurm") is not None:
+        pytest.skip("hweval.slurm exists; its own tests cover --backend slurm")
+    plan, _, out = batch
+    r = cli("run", "--plan", str(plan), "--out", str(out), "--backend", "slurm")
+    assert r.returncode == 2 and "hweval.slurm" in r.stderr
+    assert not out.exists() and not any(store_path.iterdir())
