@@ -41,6 +41,9 @@ The mapping a node entry may carry (validated here; unknown keys are an
       cpus_per_task: 12          # --cpus-per-task
       mem_gb: 64                 # --mem, per node, GiB
       launcher: srun             # multi-rank launch: srun (one rank per task) or torchrun (one agent per node)
+      ranks_param: nprocs        # per cell: ntasks = the cell's value of this notebook parameter
+                                 # (nodes = ceil(ntasks / ntasks_per_node) when ntasks_per_node is set),
+                                 # so a grid over nprocs becomes 1-, 2-, 4-, ... rank jobs
       max_parallel: 4            # array throttle: at most N tasks of this array at once (--array=0-9%4)
       extra_args: ["--exclusive"]   # more sbatch options, passed verbatim
 
@@ -68,7 +71,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -106,6 +109,7 @@ SPEC_KEYS = (
     "cpus_per_task",
     "mem_gb",
     "launcher",
+    "ranks_param",
     "max_parallel",
     "extra_args",
 )
@@ -167,13 +171,14 @@ class SlurmSpec:
     cpus_per_task: int | None = None
     mem_gb: float | None = None
     launcher: str = "srun"
+    ranks_param: str | None = None
     max_parallel: int | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     where: str = "slurm"
 
     def __post_init__(self) -> None:
         w = self.where
-        for name in ("partition", "constraint", "gres", "account", "qos"):
+        for name in ("partition", "constraint", "gres", "account", "qos", "ranks_param"):
             object.__setattr__(self, name, _opt_str(getattr(self, name), f"{w}.{name}"))
         for name in ("time_limit_min", "nodes", "ntasks", "ntasks_per_node", "cpus_per_task", "max_parallel"):
             val = getattr(self, name)
@@ -338,6 +343,7 @@ set -uo pipefail
 CELL_ID=$1
 export RANK=${{RANK:-$SLURM_PROCID}} LOCAL_RANK=${{LOCAL_RANK:-${{SLURM_LOCALID:-0}}}}
 export WORLD_SIZE=${{WORLD_SIZE:-$SLURM_NTASKS}}
+export HWEVAL_LAUNCHER={"slurm" if group.spec.launcher == "srun" else "torchrun"}
 if [ "$RANK" = 0 ]; then
   STORE={q(str(store_path))}; OUT={q(str(notebooks_out))}
 else  # ranks > 0 keep their records apart: the shared store gets one record set per cell
@@ -514,15 +520,28 @@ def _env_float(name: str, default: float) -> float:
         raise InputError(f"{name}: expected a number of seconds, got {os.environ.get(name)!r}") from None
 
 
+def cell_spec(spec: SlurmSpec, cell: Any) -> SlurmSpec:
+    """The node's spec with ``ntasks`` (and ``nodes``) taken from the cell's ``ranks_param`` value."""
+    if spec.ranks_param is None or spec.ranks_param not in (cell.params or {}):
+        return spec
+    ranks = cell.params[spec.ranks_param]
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise InputError(f"cell {cell.cell_id}: params.{spec.ranks_param} (the {spec.where}.ranks_param): "
+                         f"expected a positive integer number of ranks, got {ranks!r}")
+    nodes = math.ceil(ranks / spec.ntasks_per_node) if spec.ntasks_per_node else spec.nodes
+    per_node = min(spec.ntasks_per_node, ranks) if spec.ntasks_per_node else None
+    return replace(spec, ntasks=ranks, nodes=nodes, ntasks_per_node=per_node)
+
+
 def make_groups(plan: Any, cells: Sequence[Any], base: Path) -> list[Group]:
+    """One group (job array) per node type x effective spec x time limit, in plan order."""
     specs = validate_plan(plan)
-    by_key: dict[tuple[str, int | None], list[Any]] = {}
+    by_key: dict[tuple[str, SlurmSpec, int | None], list[Any]] = {}
     for c in cells:
-        spec = specs.get(c.node) or node_spec(plan, c.node, c.slurm)
-        by_key.setdefault((c.node, time_limit_min(spec, [c.timeout_s])), []).append(c)
+        spec = cell_spec(specs.get(c.node) or node_spec(plan, c.node, c.slurm), c)
+        by_key.setdefault((c.node, spec, time_limit_min(spec, [c.timeout_s])), []).append(c)
     groups = []
-    for i, ((node, tlim), gcells) in enumerate(by_key.items()):
-        spec = specs.get(node) or node_spec(plan, node, gcells[0].slurm)
+    for i, ((node, spec, tlim), gcells) in enumerate(by_key.items()):
         name = _SAFE.sub("_", f"{i:02d}-{node}")
         groups.append(Group(name=name, node=node, spec=spec, time_limit_min=tlim, cells=gcells, dir=base / name))
     return groups
@@ -587,7 +606,9 @@ def run_plan(
     require_slurm()
     python = python_executable()
     plan_path = Path(plan.path).resolve()
-    workdir = Path.cwd().resolve()
+    from hweval.plan import REPO
+
+    workdir = REPO  # the checkout (on a shared filesystem) the jobs import hweval from
 
     # render every script and have Slurm check it before anything is written or submitted
     scripts: dict[str, tuple[str, str | None]] = {}

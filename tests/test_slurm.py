@@ -1,0 +1,271 @@
+"""hweval.slurm without a cluster: the slurm mapping, job scripts, state sources and the poller's records."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hweval import slurm
+from hweval.errors import InputError
+from hweval.slurm import Group, SlurmSpec, TaskState
+from hweval.store import Record, Store, decode
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "tests" / "slurm" / "notebooks"
+
+
+# -- the slurm mapping ----------------------------------------------------------------------
+def test_unknown_key_names_field_and_valid_keys():
+    with pytest.raises(InputError) as exc:
+        SlurmSpec.from_mapping({"partiton": "gpu"}, where="nodes[1].slurm")
+    msg = str(exc.value)
+    assert msg.startswith("nodes[1].slurm.partiton: unknown key; valid keys: partition, constraint, gres")
+    assert "\n" not in msg
+
+
+@pytest.mark.parametrize(
+    ("mapping", "needle"),
+    [
+        ({"ntasks": 0}, "slurm.ntasks: expected a positive integer"),
+        ({"ntasks": "2"}, "slurm.ntasks: expected a positive integer"),
+        ({"nodes": True}, "slurm.nodes: expected a positive integer"),
+        ({"time_limit_min": 1.5}, "slurm.time_limit_min: expected a positive integer"),
+        ({"mem_gb": -1}, "slurm.mem_gb: expected a positive number of GiB"),
+        ({"partition": ""}, "slurm.partition: expected a non-empty one-line string"),
+        ({"gres": ["gpu:8"]}, "slurm.gres: expected a non-empty one-line string"),
+        ({"launcher": "mpirun"}, "slurm.launcher: unknown value 'mpirun'; valid choices: srun, torchrun"),
+        ({"extra_args": "--exclusive"}, "slurm.extra_args: expected a list of sbatch options"),
+        ({"extra_args": ["exclusive"]}, "slurm.extra_args[0]: expected an sbatch option"),
+        ({"extra_args": ["--exclusive", "--array=0-3"]}, "slurm.extra_args[1]: --array is set by hweval"),
+        ({"launcher": "torchrun", "nodes": 2, "ntasks": 16}, "slurm.ntasks_per_node: launcher torchrun"),
+    ],
+)
+def test_bad_values_are_input_errors(mapping, needle):
+    with pytest.raises(InputError, match=None) as exc:
+        SlurmSpec.from_mapping(mapping)
+    assert needle in str(exc.value)
+
+
+def test_sbatch_options_and_time_limit():
+    spec = SlurmSpec.from_mapping({"partition": "gpu-h100", "constraint": "h100&ib", "gres": "gpu:8",
+                                   "nodes": 2, "ntasks_per_node": 8, "cpus_per_task": 12, "mem_gb": 1.5,
+                                   "account": "p1", "extra_args": ["--exclusive"]})
+    opts = spec.sbatch_options(time_limit_min=7)
+    assert opts == ["--partition=gpu-h100", "--constraint=h100&ib", "--gres=gpu:8", "--account=p1", "--nodes=2",
+                    "--ntasks-per-node=8", "--cpus-per-task=12", "--mem=1536M", "--time=7", "--exclusive"]
+    assert spec.multi_process
+    # the cell timeout plus the start-up margin, rounded up to whole minutes; an explicit limit wins
+    assert slurm.time_limit_min(SlurmSpec(), [300.0, 100.0]) == 6
+    assert slurm.time_limit_min(SlurmSpec(), [1.0]) == 2
+    assert slurm.time_limit_min(SlurmSpec(time_limit_min=3), [3000.0]) == 3
+    assert slurm.time_limit_min(SlurmSpec(), [None]) is None
+
+
+# -- job scripts -------------------------------------------------------------------------------
+@dataclass
+class FakeCell:
+    cell_id: str
+    node: str = "cpu-a"
+    notebook: str = "tiny"
+    params: dict = field(default_factory=dict)
+    timeout_s: float = 60.0
+    slurm: dict = field(default_factory=dict)
+
+
+def _render(tmp_path, mapping, n=3):
+    spec = SlurmSpec.from_mapping(mapping)
+    g = Group(name="00-cpu-a", node="cpu-a", spec=spec, time_limit_min=2,
+              cells=[FakeCell(f"c{i}") for i in range(n)], dir=tmp_path / "g")
+    return g, slurm.render_job_script(g, plan_path=tmp_path / "plan.yaml", plan_name="p", notebooks_out=tmp_path / "nb",
+                                      store_path=tmp_path / "store", run_id="r1", workdir=tmp_path, python="/venv/python")
+
+
+def _bash_ok(text: str) -> None:
+    res = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_single_process_script(tmp_path):
+    g, (job, rank) = _render(tmp_path, {"partition": "cpu", "max_parallel": 2})
+    assert rank is None
+    _bash_ok(job)
+    lines = job.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    assert "#SBATCH --array=0-2%2" in lines and "#SBATCH --partition=cpu" in lines and "#SBATCH --time=2" in lines
+    assert f"#SBATCH --output={tmp_path / 'g' / 'logs' / '%A_%a.out'}" in lines
+    assert "SLURM_ARRAY_TASK_ID + 1" in job and str(g.cells_file) in job
+    assert "exec /venv/python -m hweval.runner --plan" in job and "--run-id r1" in job and '--cell "$CELL_ID"' in job
+    assert "scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1" in job and "MASTER_PORT=" in job
+    assert "srun" not in job
+
+
+def test_srun_and_torchrun_scripts(tmp_path):
+    _, (job, rank) = _render(tmp_path, {"ntasks": 4})
+    _bash_ok(job)
+    _bash_ok(rank)
+    assert 'exec srun --kill-on-bad-exit=1 --ntasks="$SLURM_NTASKS" bash' in job
+    assert "RANK=${RANK:-$SLURM_PROCID}" in rank and "LOCAL_RANK=${LOCAL_RANK:-${SLURM_LOCALID:-0}}" in rank
+    assert 'STORE=' + str(tmp_path / "store") in rank and "rank-$RANK/store" in rank
+    _, (job, rank) = _render(tmp_path, {"nodes": 2, "ntasks_per_node": 8, "launcher": "torchrun", "gres": "gpu:8"})
+    _bash_ok(job)
+    assert "-m torch.distributed.run --nnodes=\"$SLURM_NNODES\" --nproc-per-node=8" in job
+    assert "--ntasks-per-node=1" in job and "--rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\"" in job
+    assert "--no-python bash" in job and "HWEVAL_LAUNCHER=torchrun" in rank
+
+
+def test_rank_script_routes_rank0_to_shared_store(tmp_path):
+    g, (_, rank) = _render(tmp_path, {"ntasks": 2})
+    script = tmp_path / "rank.sh"
+    # stand in for the interpreter: print where each rank would write
+    script.write_text(rank.replace("exec /venv/python -m hweval.runner", "echo"))
+    out = {}
+    for r in (0, 1):
+        env = {"PATH": "/usr/bin:/bin", "SLURM_PROCID": str(r), "SLURM_NTASKS": "2", "SLURM_JOB_ID": "42"}
+        out[r] = subprocess.run(["bash", str(script), "cellX"], capture_output=True, text=True, env=env).stdout
+    assert f"--store {tmp_path / 'store'}" in out[0] and f"--out {tmp_path / 'nb'}" in out[0]
+    assert f"--store {g.dir / 'ranks' / '42' / 'rank-1' / 'store'}" in out[1]
+    assert "--cell cellX" in out[1]
+
+
+# -- state sources -----------------------------------------------------------------------------
+JOBCOMP = (
+    "JobId=3 UserId=root(0) GroupId=root(0) Name=x JobState=CANCELLED Partition=debug TimeLimit=1 "
+    "StartTime=2026-12-02T17:17:53 EndTime=2026-12-02T17:17:56 NodeList=vm NodeCnt=1 ProcCnt=1 WorkDir=/tmp "
+    "ReservationName= Tres=cpu=1,mem=1G,node=1,billing=1 Account= QOS= WcKey= Cluster=unknown "
+    "SubmitTime=2026-12-02T17:17:53 EligibleTime=2026-12-02T17:17:53 ArrayJobId=1 ArrayTaskId=1 "
+    "DerivedExitCode=0:0 ExitCode=0:15\n"
+    "JobId=9 UserId=root(0) Name=y JobState=COMPLETED NodeList=vm ArrayJobId=8 ArrayTaskId=0 ExitCode=0:0\n"
+)
+
+
+def test_jobcomp_parsing(tmp_path):
+    p = tmp_path / "jobcomp.txt"
+    p.write_text(JOBCOMP)
+    states = slurm.jobcomp_states(p, {"1"})
+    assert list(states) == [("1", 1)]
+    s = states[("1", 1)]
+    assert (s.state, s.exit_code, s.nodelist, s.source) == ("CANCELLED", "0:15", "vm", "jobcomp")
+    assert slurm.jobcomp_states(tmp_path / "missing.txt", {"1"}) == {}
+
+
+# -- the poller's records ----------------------------------------------------------------------
+class ScriptedPoller:
+    """Stands in for StatePoller: returns one scripted dict of states per poll (the last one repeats)."""
+
+    script: list[dict] = []
+
+    def __init__(self, job_ids):
+        self.n = 0
+
+    def poll(self, wanted):
+        states = self.script[min(self.n, len(self.script) - 1)]
+        self.n += 1
+        return {k: v for k, v in states.items() if k in wanted}
+
+
+@dataclass
+class FakePlan:
+    name: str = "p"
+
+
+def test_poller_records_abnormal_missing_and_lost(tmp_path, monkeypatch):
+    from datetime import UTC, datetime
+
+    from hweval.runner import cell_states
+
+    store = Store(tmp_path / "store")
+    cells = [FakeCell(f"c{i}") for i in range(4)]
+    g = Group(name="g", node="cpu-a", spec=SlurmSpec(), time_limit_min=1, cells=cells, dir=tmp_path / "g",
+              job_id="7")
+    tasks = {("7", i): (g, c) for i, c in enumerate(cells)}
+    # c0 finished and wrote its own record; c3 wrote a record then was killed at its time limit
+    for cid, status in (("c0", "ok"), ("c3", "failed")):
+        store.append(Record(kind="notebook", name="tiny", params={"cell_id": cid}, status=status,
+                            error="runner: killed" if status == "failed" else None, run_id="r1", plan="p",
+                            fingerprint={}))
+    run = TaskState(state="RUNNING")
+    ScriptedPoller.script = [
+        {("7", 0): run, ("7", 1): run, ("7", 2): run, ("7", 3): run},
+        {("7", 0): TaskState(state="COMPLETED"), ("7", 1): TaskState(state="COMPLETED", exit_code="0:0"),
+         ("7", 3): TaskState(state="TIMEOUT", exit_code="0:15")},  # c2 left every state source
+    ]
+    monkeypatch.setattr(slurm, "StatePoller", ScriptedPoller)
+    monkeypatch.setattr(slurm, "LOST_AFTER_POLLS", 2)
+    statuses = slurm._wait(tasks, plan=FakePlan(), st=store, run_id="r1", poll_s=0.01, grace_s=0.05,
+                           notebooks_out=tmp_path / "nb", submitted_at=datetime.now(UTC), progress=False,
+                           cell_states=cell_states)
+    assert statuses == {"c0": "ok", "c1": "failed", "c2": "failed", "c3": "timeout"}
+    latest = cell_states(store, "p")
+    assert latest["c1"]["status"] == "failed" and "COMPLETED (exit 0:0) without writing a result" in latest["c1"]["error"]
+    assert "ended LOST" in latest["c2"]["error"]
+    assert latest["c3"]["status"] == "timeout"
+    assert "ended TIMEOUT (exit 0:15)" in latest["c3"]["error"] and "runner said: runner: killed" in latest["c3"]["error"]
+    df = decode(store.records(kind="notebook"))
+    assert len(df) == 5  # 2 from the "jobs", 3 from the poller; c0 got none
+    poller_rows = df[df.params.map(lambda p: "slurm_job" in p)]
+    assert sorted(p["cell_id"] for p in poller_rows.params) == ["c1", "c2", "c3"]
+    assert all(fp["recorded_by"].startswith("hweval.slurm poller") for fp in poller_rows.fingerprint)
+
+
+# -- through the CLI, without a cluster -----------------------------------------------------------
+def _plan(tmp_path, slurm_mapping):
+    import yaml
+
+    from hwmodels.catalog import default_catalog
+
+    node = sorted(default_catalog().ids())[0]
+    p = tmp_path / "plan.yaml"
+    p.write_text(yaml.safe_dump({"name": "badslurm", "notebooks_dir": str(NOTEBOOKS),
+                                 "nodes": [{"id": node, "slurm": slurm_mapping}],
+                                 "matrix": [{"notebook": "tiny"}]}))
+    return p
+
+
+def test_cli_bad_slurm_mapping_exits_2_and_writes_nothing(tmp_path, cli, store_path):
+    plan = _plan(tmp_path, {"partition": "cpu", "gpus": 8})
+    out = tmp_path / "out"
+    res = cli("run", "--plan", str(plan), "--backend", "slurm", "--out", str(out))
+    assert res.returncode == 2
+    err = [ln for ln in res.stderr.splitlines() if ln.startswith("hweval: error")]
+    assert len(err) == 1
+    assert "nodes[0].slurm.gpus: unknown key; valid keys: partition" in err[0]
+    assert not out.exists() and not list(store_path.glob("*"))
+
+
+def test_cli_without_sbatch_exits_2(tmp_path, cli, store_path):
+    plan = _plan(tmp_path, {"partition": "cpu"})
+    out = tmp_path / "out"
+    res = cli("run", "--plan", str(plan), "--backend", "slurm", "--out", str(out),
+              env={"PATH": str(Path(sys.executable).parent)})
+    assert res.returncode == 2, res.stderr
+    assert "sbatch not found on PATH" in res.stderr
+    assert not out.exists() and not list(store_path.glob("*"))
+
+
+def test_ranks_param_makes_one_job_per_rank_count(tmp_path):
+    @dataclass
+    class N:
+        id: str
+        slurm: dict
+
+    @dataclass
+    class P:
+        nodes: tuple
+        path: str = "plan.yaml"
+
+    plan = P(nodes=(N("gpu-a", {"partition": "gpu", "ranks_param": "nprocs", "ntasks_per_node": 8}),))
+    cells = [FakeCell(f"c{n}", node="gpu-a", params={"nprocs": n}) for n in (1, 8, 16)]
+    cells.append(FakeCell("c8b", node="gpu-a", params={"nprocs": 8, "seed": 2}))
+    groups = slurm.make_groups(plan, cells, tmp_path)
+    shapes = [(g.spec.ntasks, g.spec.nodes, g.spec.ntasks_per_node, [c.cell_id for c in g.cells]) for g in groups]
+    assert shapes == [(1, 1, 1, ["c1"]), (8, 1, 8, ["c8", "c8b"]), (16, 2, 8, ["c16"])]
+    assert not groups[0].spec.multi_process and groups[2].spec.multi_process
+    with pytest.raises(InputError, match=r"cell bad: params.nprocs .*expected a positive integer"):
+        slurm.make_groups(plan, [FakeCell("bad", node="gpu-a", params={"nprocs": 0})], tmp_path)
+    bad = P(nodes=(N("gpu-a", {"partition": "gpu", "ntask": 2}),), path="x.yaml")
+    with pytest.raises(InputError, match=r"^x.yaml: nodes\[0\].slurm.ntask: unknown key; valid keys"):
+        slurm.make_groups(bad, cells, tmp_path)
