@@ -155,7 +155,10 @@ def nls(
 
     p0 = np.asarray(p0, dtype=float)
     lb, ub = (np.full(p0.size, -np.inf), np.full(p0.size, np.inf)) if bounds is None else map(np.asarray, bounds)
-    p0 = np.clip(p0, lb + 1e-12 * (np.abs(lb) + 1), ub - 1e-12 * (np.abs(ub) + 1))
+    lb, ub = np.asarray(lb, dtype=float), np.asarray(ub, dtype=float)
+    eps_l = np.where(np.isfinite(lb), 1e-9 * (np.abs(lb) + 1), 0.0)
+    eps_u = np.where(np.isfinite(ub), 1e-9 * (np.abs(ub) + 1), 0.0)
+    p0 = np.clip(p0, lb + eps_l, ub - eps_u)
 
     def resid(p):
         r = y - f(x, p)
