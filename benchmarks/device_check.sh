@@ -11,7 +11,7 @@
 # GPU_PLAN in device_check.py) and stops starting steps past --total-s, so the
 # whole script ends in under 8 minutes on one H200 (installs included).
 # Results: $OUT/store (a hweval results store), $OUT/device_check.json,
-# $OUT/fingerprint.json, $OUT/device_check.log; without $OUT, ./device_check_out.
+# $OUT/fingerprint.json, $OUT/device_check.log; without $OUT, ./out/device_check (git-ignored).
 # Commits nothing.
 #
 # Packages: uses what the machine has (torch, triton, nvidia-ml-py, pyarrow, ...).
@@ -26,7 +26,7 @@ PY="${PYTHON:-python3}"
 if [ -x "$REPO/.venv/bin/python" ] && [ -z "${PYTHON:-}" ] && [ -z "${OUT:-}" ]; then
   PY="$REPO/.venv/bin/python"   # a dev checkout (not the device machine) uses its venv
 fi
-OUT_DIR="${OUT:-$REPO/device_check_out}"
+OUT_DIR="${OUT:-$REPO/out/device_check}"
 mkdir -p "$OUT_DIR"
 t0=$(date +%s)
 

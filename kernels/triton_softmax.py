@@ -300,6 +300,12 @@ def _check_params(p: dict[str, Any]) -> None:
         raise InputError(f"triton_softmax.cols: must be <= {MAX_COLS} for the single-block kernel, got {p['cols']}")
 
 
+def _flush_on(flush: str, device: str) -> bool:
+    # the registry's convention (kernels.gemm): auto flushes on CUDA, where the
+    # 50-60 MiB L2 would otherwise serve small inputs, and not on CPU
+    return flush == "on" or (flush == "auto" and device.startswith("cuda"))
+
+
 def _build(p: dict[str, Any], device: str) -> Setup:
     import torch
 
@@ -323,7 +329,7 @@ def _build(p: dict[str, Any], device: str) -> Setup:
         tolerance={"fp32": 1e-5, "bf16": 1e-2, "fp16": 2e-3}[dtype],
         sync="cuda" if cuda else "none",
         # a write over 2x the device L2 (2x LLC on CPU) before every sample
-        flusher=CacheFlusher(device) if p["flush"] and not interp else None,
+        flusher=CacheFlusher(device) if _flush_on(p["flush"], device) and not interp else None,
         metadata={
             "impl": "triton fused (1 program/row)" if p["impl"] == "triton" else "torch.softmax(out=)",
             "triton_version": getattr(triton, "__version__", None),
@@ -344,7 +350,8 @@ register(
             Param(name="cols", type=int, default=4096, min=1, max=2**24, help="row length (softmax width)"),
             Param(name="dtype", type=str, default="bf16", choices=DTYPES, help="storage dtype; math in fp32"),
             Param(name="impl", type=str, default="triton", choices=IMPLS, help="triton kernel or torch.softmax"),
-            Param(name="flush", type=bool, default=True, help="evict caches (2x LLC / L2) before each sample"),
+            Param(name="flush", type=str, default="auto", choices=("auto", "on", "off"),
+                  help="evict caches (2x LLC / L2) before each sample; auto = on for cuda, off for cpu"),
             Param(name="rotation", type=int, default=1, min=1, max=64, help="input buffer sets cycled through"),
             Param(name="seed", type=int, default=0, min=0),
         ),

@@ -92,7 +92,7 @@ def test_torch_impl_through_registry_records(store_path):
     from hweval.store import Store
     from kernels import registry as R
 
-    r = R.run("triton_softmax", {"rows": 32, "cols": 100, "impl": "torch", "dtype": "fp32", "flush": False},
+    r = R.run("triton_softmax", {"rows": 32, "cols": 100, "impl": "torch", "dtype": "fp32", "flush": "off"},
               warmup_ms=1, measure_ms=5)
     assert r.ok and r.flops == 5 * 32 * 100 and r.bytes == 2 * 32 * 100 * 4
     assert r.measurement.metadata["impl"] == "torch.softmax(out=)"
