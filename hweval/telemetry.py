@@ -547,3 +547,31 @@ def measure(fn: Callable[[], Any], **kwargs: Any) -> tuple[Any, TelemetryResult]
         out = fn()
     assert tel.result is not None
     return out, tel.result
+
+
+class _NoTelemetry:
+    """Stand-in for :class:`Telemetry` on a non-CUDA device."""
+
+    def __init__(self, reason: str) -> None:
+        self.result = unavailable(reason)
+
+    def __enter__(self) -> _NoTelemetry:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def for_device(device: str, **kwargs: Any) -> Telemetry | _NoTelemetry:
+    """A :class:`Telemetry` for a ``cuda[:N]`` device, a no-op otherwise.
+
+    What a measurement loop wraps its timing in, so every CUDA measurement
+    carries clocks/power/temperature and the throttle flag::
+
+        with telemetry.for_device(device) as tel:
+            m = benchmark(...)
+        extra.update(tel.result.metrics())
+    """
+    if not device.startswith("cuda"):
+        return _NoTelemetry(f"no GPU telemetry on device {device!r}")
+    return Telemetry(device, **kwargs)

@@ -267,3 +267,15 @@ def test_measure_and_snapshot():
     assert snap.available and {s.phase for s in snap.samples} <= {"before", "after"}
     d = snap.to_dict()
     assert d["devices"][0]["max_sm_clock_hz"] == pytest.approx(1980e6)
+
+
+def test_for_device_is_noop_on_cpu_and_real_on_cuda():
+    with telemetry.for_device("cpu") as tel:
+        pass
+    assert not tel.result.available and "cpu" in tel.result.reason
+    assert tel.result.metrics()["gpu_telemetry"] is False
+    fake = FakeNVML([IDLE] + [BUSY_CAPPED] * 20)
+    with pytest.warns(ThrottlingWarning):
+        with telemetry.for_device("cuda:0", nvml=fake, by_cuda_index=False, interval_s=0.02) as tel:
+            time.sleep(0.05)
+    assert tel.result.available and tel.result.metrics()["gpu_throttle_warning"] is True

@@ -172,3 +172,15 @@ def test_registry_runs_kernel_in_interpreter_and_catches_wrong_kernel(tmp_path):
     assert out["good_status"] == "ok" and out["interp"] is True
     assert out["good_err"] < 1e-2
     assert out["caught"] and "not timing a wrong kernel" in out["caught"]
+
+
+def test_cli_bench_impl_torch_and_clear_error_for_triton_on_cpu(cli):
+    r = cli("bench", "triton_softmax", "--set", "impl=torch", "--set", "rows=16", "--set", "cols=100", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    assert d["kernel"] == "triton_softmax" and d["params"]["impl"] == "torch"
+    assert d["flops"] == 5 * 16 * 100 and d["bytes"] == 2 * 16 * 100 * 2  # bf16 default
+    if HAS_TRITON:
+        r = cli("bench", "triton_softmax", "--set", "rows=4", env={"TRITON_INTERPRET": ""})
+        assert r.returncode == 2 and "valid choices here: torch" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
