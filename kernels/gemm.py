@@ -11,7 +11,7 @@ compulsory bytes is the roofline's upper bound for this shape.
 Method: inputs are fresh N(0,1) values per rotation buffer (never zeros), C is
 preallocated (``out=``, no allocation in the timed region); on CUDA each
 sample is preceded by a write over 2x the device L2 and timed with CUDA
-events; fp32 means IEEE fp32 (TF32 explicitly off), ``tf32`` turns the TF32
+events (``flush=auto``; see :func:`flush_enabled` for why CPU samples are warm); fp32 means IEEE fp32 (TF32 explicitly off), ``tf32`` turns the TF32
 tensor-core mode on only for the measurement. The check compares up to 128
 rows of C against an fp64 product of the same (already rounded) inputs.
 
@@ -132,8 +132,20 @@ class _JaxFlusher:
         self._buf.block_until_ready()
 
 
+def flush_enabled(p: dict[str, Any], device: str) -> bool:
+    """``flush=auto``: flush the L2 before each sample on CUDA (triton.do_bench), not on CPU.
+
+    On CPU a 2x-LLC write between samples also lets the BLAS thread pool fall
+    asleep, so a small GEMM would be timed with a thread wake-up (measured
+    here: 128x128x64 fp32 took 19 us warm, 447 us after a flush); between
+    consecutive layers of a real step the operands are warm, so CPU samples
+    are warm unless ``flush=on``.
+    """
+    return p["flush"] == "on" or (p["flush"] == "auto" and device.startswith("cuda"))
+
+
 def _flusher(p: dict[str, Any], device: str):
-    if not p["flush"]:
+    if not flush_enabled(p, device):
         return None
     from hweval.timing import CacheFlusher
 
@@ -239,7 +251,8 @@ GEMM_PARAMS = (
     Param(name="k", type=int, default=1024, min=1, help="inner dimension"),
     Param(name="dtype", type=str, default="fp32", choices=DTYPES, help="input dtype (tf32 = fp32 storage, TF32 math)"),
     Param(name="framework", type=str, default="torch", choices=FRAMEWORKS),
-    Param(name="flush", type=bool, default=True, help="evict caches (2x LLC / L2) before each sample"),
+    Param(name="flush", type=str, default="auto", choices=("auto", "on", "off"),
+          help="evict caches (2x LLC / L2) before each sample; auto = on for cuda, off for cpu"),
     Param(name="rotation", type=int, default=1, min=1, max=64, help="input buffer sets cycled through"),
     Param(name="seed", type=int, default=0, min=0),
 )
@@ -403,7 +416,7 @@ register(
             Param(name="step", type=int, default=256, min=1),
             Param(name="refine", type=bool, default=True, help="also try rectangular neighbours of the best"),
             Param(name="search_ms", type=float, default=60.0, min=1.0, help="measure budget per candidate"),
-            Param(name="flush", type=bool, default=True),
+            Param(name="flush", type=str, default="auto", choices=("auto", "on", "off")),
         ),
         runner=_gemm_max_runner,
         frameworks=FRAMEWORKS,
