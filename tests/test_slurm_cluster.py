@@ -56,6 +56,11 @@ def cluster():
         c.stop()
 
 
+def where(cluster, **more) -> dict:
+    """The node entry's slurm mapping for this cluster (its partition, when one is named)."""
+    return {**({"partition": cluster.partition} if cluster.partition else {}), **more}
+
+
 def write_plan(path: Path, name: str, slurm: dict, matrix: list[dict], timeout_s: float = 300) -> Path:
     import yaml
 
@@ -102,8 +107,7 @@ def squeue(*args: str) -> list[str]:
 def timeout_run(cluster, tmp_path_factory):
     """A cell that sleeps 300 s under a 1-minute Slurm limit, submitted at once and checked by the last test."""
     d = tmp_path_factory.mktemp("slurm-timeout")
-    plan = write_plan(d / "plan.yaml", "slurm-timeout", {"partition": cluster.partition or "debug",
-                                                         "time_limit_min": 1},
+    plan = write_plan(d / "plan.yaml", "slurm-timeout", where(cluster, time_limit_min=1),
                       [{"notebook": "tiny", "params": {"sleep_s": 300.0}}], timeout_s=600)
     t0 = time.monotonic()
     proc = hweval("run", "--plan", str(plan), "--backend", "slurm", "--out", str(d / "out"),
@@ -115,7 +119,7 @@ def timeout_run(cluster, tmp_path_factory):
 
 def test_plan_results_land_in_store(cluster, timeout_run, tmp_path):
     plan = write_plan(tmp_path / "plan.yaml", "slurm-basic",
-                      {"partition": cluster.partition or "debug", "constraint": "cpu-test", "cpus_per_task": 1},
+                      where(cluster, cpus_per_task=1, **({} if cluster.external else {"constraint": "cpu-test"})),
                       [{"notebook": "tiny", "grid": {"value": [7, 11]}}])
     store, out = tmp_path / "store", tmp_path / "out"
     res = hweval("run", "--plan", str(plan), "--backend", "slurm", "--out", str(out), "--store", str(store))
@@ -131,7 +135,8 @@ def test_plan_results_land_in_store(cluster, timeout_run, tmp_path):
     cells = (group / "cells.txt").read_text().split()
     assert sorted(cells) == sorted(recs)
     script = (group / "job.sh").read_text()
-    assert "#SBATCH --array=0-1" in script and "#SBATCH --constraint=cpu-test" in script
+    assert "#SBATCH --array=0-1" in script and "#SBATCH --cpus-per-task=1" in script
+    assert cluster.external or "#SBATCH --constraint=cpu-test" in script
     assert "#SBATCH --time=" in script  # from the cell timeout (300 s + margin -> 6 min)
     assert all((out / "runs").glob(f"*/{c}.ipynb") for c in cells)
     # a finished plan is a no-op: nothing submitted
@@ -141,7 +146,7 @@ def test_plan_results_land_in_store(cluster, timeout_run, tmp_path):
 
 
 def test_multi_rank_cell_uses_srun_ranks(cluster, tmp_path):
-    plan = write_plan(tmp_path / "plan.yaml", "slurm-ranks", {"partition": cluster.partition or "debug", "ntasks": 2},
+    plan = write_plan(tmp_path / "plan.yaml", "slurm-ranks", where(cluster, ntasks=2),
                       [{"notebook": "ranks", "params": {"timeout_s": 90.0}}])
     store, out = tmp_path / "store", tmp_path / "out"
     res = hweval("run", "--plan", str(plan), "--backend", "slurm", "--out", str(out), "--store", str(store))
@@ -160,7 +165,7 @@ def test_multi_rank_cell_uses_srun_ranks(cluster, tmp_path):
 
 def test_scancel_is_recorded_failed_and_resume_completes(cluster, tmp_path):
     release = tmp_path / "release"
-    plan = write_plan(tmp_path / "plan.yaml", "slurm-cancel", {"partition": cluster.partition or "debug"},
+    plan = write_plan(tmp_path / "plan.yaml", "slurm-cancel", where(cluster),
                       [{"notebook": "tiny", "params": {"sleep_s": 600.0, "release_file": str(release), "value": 5}}])
     store, out = tmp_path / "store", tmp_path / "out"
     proc = hweval("run", "--plan", str(plan), "--backend", "slurm", "--out", str(out), "--store", str(store),
@@ -199,7 +204,7 @@ def test_scancel_is_recorded_failed_and_resume_completes(cluster, tmp_path):
 
 
 def test_job_dying_before_writing_is_recorded_by_poller(cluster, tmp_path):
-    plan = write_plan(tmp_path / "plan.yaml", "slurm-dies", {"partition": cluster.partition or "debug"},
+    plan = write_plan(tmp_path / "plan.yaml", "slurm-dies", where(cluster),
                       [{"notebook": "tiny"}])
     store, out = tmp_path / "store", tmp_path / "out"
     # the job's interpreter exits 1 at once: no runner, no record from the job itself
