@@ -12,7 +12,7 @@ gemm_fp8       the same, fp8 e4m3 (``torch._scaled_mm``; skipped below capabilit
 copy_d2d       ``stream_copy``: device-to-device copy bandwidth, read + write bytes
 attention      ``scaled_dot_product_attention`` bf16, causal and not (FLOPs: 4 b h s^2 d)
 triton         ``triton_softmax`` impl=triton vs impl=torch, same inputs
-transformer_lm ``hweval train transformer_lm`` (bf16 autocast), a short run
+transformer_lm ``hweval train transformer_lm`` (bf16 autocast), <= 60 steps / 45 s of training
 =============  =====================================================================
 
 Every kernel result goes to the store (``$HWEVAL_STORE``; the shell wrapper
@@ -68,7 +68,7 @@ GPU_PLAN: dict[str, dict[str, Any]] = {
     "triton": {"budget_s": 45, "params": {"rows": 16384, "cols": 4096, "dtype": "bf16"}, "measure_ms": 300.0},
     "transformer_lm": {"budget_s": 80, "sets": {"device": "cuda", "precision": "bf16_autocast", "layers": 8,
                                                 "width": 1024, "heads": 16, "seq_len": 1024, "batch_size": 32,
-                                                "max_time_s": 60, "eval_every": 20, "compile": False},
+                                                "max_time_s": 45, "eval_every": 20, "compile": False},
                        "max_steps": 60},
 }
 

@@ -40,6 +40,8 @@ except ImportError:  # pragma: no cover - exercised where triton is absent
 MAX_COLS = 65536
 
 IMPLS = ("triton", "torch")
+#: rows of the output the registry's pre-timing check compares with fp64
+CHECK_ROWS = 1024
 DTYPES = ("fp32", "bf16", "fp16")
 _TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -91,7 +93,8 @@ if triton is not None:
         n_cols,
         BLOCK_SIZE: tl.constexpr,
     ):
-        row = tl.program_id(0)
+        # 64-bit row offset: rows x stride passes 2^31 elements at e.g. 32768 x 65536
+        row = tl.program_id(0).to(tl.int64)
         offsets = tl.arange(0, BLOCK_SIZE)
         mask = offsets < n_cols
         x = tl.load(in_ptr + row * in_row_stride + offsets, mask=mask, other=-float("inf"))
@@ -317,13 +320,17 @@ def _build(p: dict[str, Any], device: str) -> Setup:
         x = make_input(rows, cols, dtype, device, seed=p["seed"] + r)
         sets.append((x, torch.empty_like(x)))
     x0 = sets[0][0]
+    check_rows = min(rows, CHECK_ROWS)
     cuda = device.startswith("cuda")
     fn = IMPL_FUNCS[p["impl"]]
     interp = (not cuda) and p["impl"] == "triton"
     return Setup(
         fn=fn,
         inputs=sets,
-        reference=lambda: softmax_reference(x0),
+        # rows are independent: the first CHECK_ROWS of the output vs fp64 (the full
+        # 16384 x 4096 reference would cost seconds of host time per run)
+        reference=lambda: softmax_reference(x0[:check_rows]),
+        output=lambda o: o[:check_rows],
         # normalized max error (|out - ref|max / |ref|max) as every kernel check;
         # the stricter per-element atol/rtol check is check()/self_check()
         tolerance={"fp32": 1e-5, "bf16": 1e-2, "fp16": 2e-3}[dtype],
