@@ -44,7 +44,9 @@ from kernels.registry import (
 )
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
-FRAMEWORKS = ("torch", "jax")
+#: numpy = the BLAS numpy links (OpenBLAS in the wheels), fp64/fp32 on CPU; on an AMD CPU torch's MKL
+#: and numpy's OpenBLAS differ by ~10% at fp32 (benchmarks/README.md), so both are worth measuring
+FRAMEWORKS = ("torch", "jax", "numpy")
 #: rows of C compared with the fp64 reference (all rows when m is smaller)
 CHECK_ROWS = 128
 
@@ -73,6 +75,12 @@ def gemm_memory(p: dict[str, Any]) -> float:
 
 def gemm_supports(p: dict[str, Any], device: str) -> tuple[str, str] | None:
     dtype, fw = p["dtype"], p["framework"]
+    if fw == "numpy":
+        if device.startswith("cuda"):
+            return "framework", "numpy runs on the host only"
+        if dtype not in ("fp64", "fp32"):
+            return "dtype", "numpy has BLAS GEMM for fp64/fp32 only (no bf16/fp16/fp8 fast path)"
+        return None
     if fw == "jax":
         if dtype.startswith("fp8"):
             return "dtype", "fp8 GEMM is benchmarked with torch._scaled_mm only (use framework=torch)"
@@ -163,6 +171,8 @@ def build_gemm(p: dict[str, Any], device: str) -> Setup:
     seed = p["seed"]
     if p["framework"] == "jax":
         return _build_jax(p, device, rows)
+    if p["framework"] == "numpy":
+        return _build_numpy(p, rows)
     import torch
 
     sets = []
@@ -203,6 +213,24 @@ def build_gemm(p: dict[str, Any], device: str) -> Setup:
         metadata={"impl": "torch._scaled_mm" if dtype.startswith("fp8") else "torch.mm(out=)",
                   "tf32": dtype == "tf32", "threads": torch.get_num_threads()},
     )
+
+
+def _numpy_mm(a, b, c):
+    return np.matmul(a, b, out=c)
+
+
+def _build_numpy(p: dict[str, Any], rows: np.ndarray) -> Setup:
+    m, n, k = p["m"], p["n"], p["k"]
+    npdt = np.float64 if p["dtype"] == "fp64" else np.float32
+    sets = []
+    for r in range(p["rotation"]):
+        a = U.randn((m, k), "fp32", "cpu", p["seed"] + 2 * r).numpy().astype(npdt)
+        b = U.randn((k, n), "fp32", "cpu", p["seed"] + 2 * r + 1).numpy().astype(npdt)
+        sets.append((a, b, np.empty((m, n), dtype=npdt)))
+    a0, b0 = sets[0][0], sets[0][1]
+    return Setup(fn=_numpy_mm, inputs=sets, reference=lambda: a0[rows].astype(np.float64) @ b0.astype(np.float64),
+                 output=lambda c: c[rows], tolerance=U.TOLERANCE[p["dtype"]], sync="none",
+                 flusher=_flusher(p, "cpu"), metadata={"impl": "numpy.matmul(out=)"})
 
 
 def _build_jax(p: dict[str, Any], device: str, rows: np.ndarray) -> Setup:

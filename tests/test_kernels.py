@@ -79,6 +79,8 @@ def test_dtype_the_device_cannot_do_is_a_clear_error_listing_what_works():
         R.validate_params("gemm", {"dtype": "tf32"}, device="cpu")
     with pytest.raises(R.Unsupported, match="fp8"):
         R.run("gemm", {"dtype": "fp8_e4m3", "m": 16, "n": 16, "k": 16}, record=False)
+    with pytest.raises(R.Unsupported, match=r"numpy has BLAS GEMM for fp64/fp32 only"):
+        R.validate_params("gemm", {"framework": "numpy", "dtype": "bf16"}, device="cpu")
     with pytest.raises(R.Unsupported, match="needs a CUDA device"):
         R.run("h2d_copy", {"size_bytes": "1KiB"}, record=False)
 
@@ -232,6 +234,8 @@ def test_wrong_injected_kernel_never_gets_timed():
 @pytest.mark.parametrize(
     ("kernel", "raw"),
     [
+        ("gemm", {"m": 24, "n": 40, "k": 32, "framework": "numpy"}),
+        ("gemm", {"m": 24, "n": 40, "k": 32, "framework": "numpy", "dtype": "fp64", "rotation": 3}),
         ("stream_copy", {"n": 4096}),
         ("stream_scale", {"n": 4096, "dtype": "fp32"}),
         ("stream_add", {"n": 4096, "dtype": "bf16"}),
