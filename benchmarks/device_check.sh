@@ -38,6 +38,8 @@ if [ -d "$REPO/.whl" ] && ls "$REPO"/.whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+# JAX (imported by some kernel modules) must not grab 75% of the GPU on first use
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
 export HWEVAL_STORE="$OUT_DIR/store"
 
 # what the check needs, and what it can do without

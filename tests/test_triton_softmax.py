@@ -88,6 +88,7 @@ def test_torch_impl_matches_reference_and_check_catches_error():
     assert not bool((ts.make_input(4, 4, "bf16") == 0).all())  # fresh random inputs, never zeros
 
 
+@pytest.mark.filterwarnings("ignore::hweval.timing.NoisyMeasurementWarning")
 def test_torch_impl_through_registry_records(store_path):
     from hweval.store import Store
     from kernels import registry as R
