@@ -122,8 +122,12 @@ class NodeType:
     notes: str = ""
     path: str = ""
 
-    def peak_flops_per_s(self, dtype: str, sparse: bool = False, *, per: str = "accelerator") -> float:
-        """Datasheet peak for ``dtype``; dense unless ``sparse=True`` (never a sparse figure as dense)."""
+    def peak_flops_per_s(self, dtype: str, sparse: bool = False, *, per: str = "node") -> float:
+        """Datasheet peak for ``dtype``; dense unless ``sparse=True`` (never a sparse figure as dense).
+
+        ``per="node"`` (default: the unit that is priced) is the accelerator
+        figure x ``accelerators_per_node``; ``per="accelerator"`` one device.
+        """
         if dtype not in self.peaks:
             raise choices_error(f"{self.id}.peak", dtype, self.peaks)
         p = self.peaks[dtype]

@@ -30,7 +30,7 @@ utilization +/-0.2; $/kWh +/-30%; PUE 1.1-2.0; amortization 3-6 years
 
 Workload-results CSV (``read_workload_csv``), one measurement per row:
 
-* ``node`` (required): a catalog node id
+* ``node`` (required column): a catalog node id (may be blank on pure loss-curve rows)
 * ``nodes`` (optional, default 1): how many of those nodes the job used
 * at least one of ``samples_per_s`` (job throughput, one row per repeat) or
   ``time_to_target_s`` (one row per repeat)
@@ -359,7 +359,6 @@ def read_workload_csv(path: str, *, field_name: str = "--workload-results"):
             bad |= (v.notna() & (v <= 0) & (c != "loss")).to_numpy()
         num[c] = v.to_numpy(dtype=float)
     node = df["node"].astype(str).str.strip().to_numpy()
-    bad |= node == ""
     has_meas = np.zeros(len(df), dtype=bool)
     for c in meas:
         has_meas |= ~np.isnan(num[c])
@@ -369,6 +368,7 @@ def read_workload_csv(path: str, *, field_name: str = "--workload-results"):
         bad |= xs ^ ls  # half a loss-curve point
         has_curve = xs & ls
     bad |= ~(has_meas | has_curve)
+    bad |= (node == "") & has_meas  # a measurement needs its node; a pooled loss-curve point does not
     idx = np.flatnonzero(bad)
     report = BadRows(int(idx.size), int(idx[0]) + 2 if idx.size else None,
                      tuple(["node", *meas, *curve, *(["nodes"] if "nodes" in cols else [])]))
