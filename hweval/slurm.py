@@ -47,7 +47,7 @@ The mapping a node entry may carry (validated here; unknown keys are an
       max_parallel: 4            # array throttle: at most N tasks of this array at once (--array=0-9%4)
       extra_args: ["--exclusive"]   # more sbatch options, passed verbatim
 
-Multi-process cells (``ntasks`` > 1 or ``nodes`` > 1): the job script sets
+Multi-process cells (``ntasks``, ``nodes`` or ``ntasks_per_node`` > 1): the job script sets
 ``MASTER_ADDR`` (first host of ``$SLURM_JOB_NODELIST``), ``MASTER_PORT`` (from
 the job id) and launches every rank with ``srun`` (``RANK`` =
 ``$SLURM_PROCID``, ``WORLD_SIZE`` = ``$SLURM_NTASKS``, ``LOCAL_RANK`` =
@@ -216,7 +216,7 @@ class SlurmSpec:
 
     @property
     def multi_process(self) -> bool:
-        return (self.ntasks or 1) > 1 or (self.nodes or 1) > 1
+        return (self.ntasks or 1) > 1 or (self.nodes or 1) > 1 or (self.ntasks_per_node or 1) > 1
 
     def sbatch_options(self, *, time_limit_min: int | None) -> list[str]:
         """The ``#SBATCH`` options (without the array / output / name ones)."""

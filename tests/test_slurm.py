@@ -58,6 +58,7 @@ def test_sbatch_options_and_time_limit():
     assert opts == ["--partition=gpu-h100", "--constraint=h100&ib", "--gres=gpu:8", "--account=p1", "--nodes=2",
                     "--ntasks-per-node=8", "--cpus-per-task=12", "--mem=1536M", "--time=7", "--exclusive"]
     assert spec.multi_process
+    assert SlurmSpec(ntasks_per_node=2).multi_process and not SlurmSpec(ntasks=1, nodes=1).multi_process
     # the cell timeout plus the start-up margin, rounded up to whole minutes; an explicit limit wins
     assert slurm.time_limit_min(SlurmSpec(), [300.0, 100.0]) == 6
     assert slurm.time_limit_min(SlurmSpec(), [1.0]) == 2
