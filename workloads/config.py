@@ -111,6 +111,9 @@ class TrainKnobs:
                 f"grad_accum ({self.grad_accum}) must divide the per-process batch "
                 f"(batch_size / nprocs = {per_rank})"
             )
+        if self.strategy == "fsdp" and self.nprocs > 1 and (self.checkpoint_every or self.resume_from):
+            raise self._err("checkpoint_every: checkpointing is not implemented for strategy=fsdp "
+                            "(sharded state); use strategy=ddp")
         if self.framework == "jax":
             if self.nprocs > 1:
                 raise self._err("nprocs: data-parallel over processes is implemented for framework=torch only")

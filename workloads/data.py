@@ -222,15 +222,15 @@ def step_batches(split: Split, *, seed: int, start_step: int, stop_step: int, ba
         for s in range(start_step + 1, stop_step + 1):
             yield split.batch(seed, s, batch_size, rank, world)
         return
+    import sys
+
     import torch.utils.data as tud
 
-    class _Steps(tud.IterableDataset):
-        def __iter__(self):
-            info = tud.get_worker_info()
-            wid, nw = (info.id, info.num_workers) if info else (0, 1)
-            for s in range(start_step + 1 + wid, stop_step + 1, nw):
-                yield split.batch(seed, s, batch_size, rank, world)
+    from workloads.torch.loader import StepDataset, identity
 
-    loader = tud.DataLoader(_Steps(), batch_size=None, num_workers=workers, collate_fn=lambda b: b,
-                            prefetch_factor=2, persistent_workers=False)
+    # fork is unsafe once JAX's threads exist in this process; spawn then (workers re-import, slower start)
+    mp = "spawn" if "jax" in sys.modules else None
+    loader = tud.DataLoader(StepDataset(split, seed, start_step, stop_step, batch_size, rank, world),
+                            batch_size=None, num_workers=workers, collate_fn=identity, prefetch_factor=2,
+                            multiprocessing_context=mp)
     yield from loader

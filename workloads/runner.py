@@ -195,6 +195,11 @@ def train_local(name: str, cfg_or_dict: Any) -> dict[str, Any]:
     w = registry.get(name)
     cfg = cfg_or_dict if isinstance(cfg_or_dict, w.config_cls) else w.config_cls(**cfg_or_dict)
     ctx = distributed.init(cfg.device, cfg.framework)
+    threads_before = None
+    if cfg.threads and cfg.framework == "torch":
+        import torch
+
+        threads_before = torch.get_num_threads()
     try:
         if ctx.world != cfg.nprocs:
             if ctx.world > 1 and cfg.nprocs == 1:  # launched by torchrun/srun: the launcher sets the world
@@ -203,6 +208,10 @@ def train_local(name: str, cfg_or_dict: Any) -> dict[str, Any]:
                 raise InputError(f"{name}.nprocs ({cfg.nprocs}) differs from the launcher's WORLD_SIZE ({ctx.world})")
         return _train(w, cfg, ctx).to_json()
     finally:
+        if threads_before is not None:
+            import torch
+
+            torch.set_num_threads(threads_before)
         if ctx.launcher != "none":
             distributed.shutdown()
 
