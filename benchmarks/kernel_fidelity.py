@@ -171,13 +171,26 @@ def main(argv: list[str] | None = None) -> int:
           f"suite {med(triad_rounds, 'suite') / 1e9:.2f} GB/s, C STREAM {med(triad_rounds, 'c_stream') / 1e9:.2f} GB/s")
     print(f"  suite / C STREAM = {triad_ratio:.3f}  (target >= {TRIAD_TARGET}) "
           f"{'OK' if triad_ratio >= TRIAD_TARGET else 'MISSED'}")
+    # contention from other processes only ever slows a contender down, so the best round of each is
+    # the least disturbed figure (STREAM itself reports the best of its repetitions)
+    best = {k: max(row[k] for row in gemm_rounds) for k in gemm_rounds[0]}
+    best_t = {k: max(row[k] for row in triad_rounds) for k in triad_rounds[0]}
+    best_ratios = {
+        "gemm_torch": best["suite"] / max(best[k] for k in torch_bare),
+        "gemm_numpy": best["suite_numpy"] / best["numpy"],
+        "gemm_any": max(best["suite"], best["suite_numpy"]) / max(best[k] for k in all_bare),
+        "triad": best_t["suite"] / best_t["c_stream"],
+    }
+    print("best round of each (GFLOP/s): " + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in best.items())
+          + f"; triad GB/s suite {best_t['suite'] / 1e9:.2f}, C {best_t['c_stream'] / 1e9:.2f}")
+    print("  best-of-rounds ratios: " + ", ".join(f"{k} {v:.3f}" for k, v in best_ratios.items()))
     print(f"harness overhead of an empty op: {ov1.median_s * 1e9:.0f} ns per sample (inner=1), "
           f"{ovb.median_s * 1e9:.1f} ns per call batched (inner=1000)")
     if args.json:
         Path(args.json).write_text(json.dumps({"gemm_rounds": gemm_rounds, "triad_rounds": triad_rounds,
                                                "gemm_ratio": gemm_ratio, "gemm_ratio_torch": r_torch,
                                                "gemm_ratio_numpy": r_numpy, "gemm_ratio_torch_vs_any": r_torch_vs_all,
-                                               "triad_ratio": triad_ratio,
+                                               "triad_ratio": triad_ratio, "best_of_rounds": best_ratios,
                                                "overhead_s": ov1.median_s, "overhead_batched_s": ovb.median_s},
                                               indent=1))
     return 0
