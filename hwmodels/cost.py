@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from hwmodels.catalog import MODES, RENT_MODES, Catalog, NodeType
-from hwmodels.csvio import BadRows, read_csv
+from hwmodels.csvio import BadRows, first_line, read_csv
 from hwmodels.errors import ModelInputError, choices_error
 from hwmodels.units import HOURS_PER_YEAR
 
@@ -370,7 +370,7 @@ def read_workload_csv(path: str, *, field_name: str = "--workload-results"):
     bad |= ~(has_meas | has_curve)
     bad |= (node == "") & has_meas  # a measurement needs its node; a pooled loss-curve point does not
     idx = np.flatnonzero(bad)
-    report = BadRows(int(idx.size), int(idx[0]) + 2 if idx.size else None,
+    report = BadRows(int(idx.size), first_line(df, idx),
                      tuple(["node", *meas, *curve, *(["nodes"] if "nodes" in cols else [])]))
     ok = ~bad
     nodes_col = num.get("nodes")

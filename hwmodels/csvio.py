@@ -2,8 +2,8 @@
 
 ``read_numeric(path, required=[...], optional=[...])`` returns the clean rows
 and a :class:`BadRows` report: how many rows had a missing or non-numeric
-value in a named column and the first such line number (1-based, the header
-is line 1). A named column absent from the file is an error naming it and
+value in a named column and the first such line number (1-based, counting the
+header and any leading ``#`` comment lines, which are skipped). A named column absent from the file is an error naming it and
 listing the columns present.
 """
 
@@ -39,14 +39,29 @@ def read_csv(path: str | os.PathLike[str], *, field: str = "FILE"):
     p = os.fspath(path)
     if not os.path.isfile(p):
         raise ModelInputError(f"{field}: no such file {p!r}")
+    skip = 0
     try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False, skip_blank_lines=False, engine="c")
+        with open(p, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.lstrip().startswith("#"):
+                    break
+                skip += 1
+    except OSError as exc:
+        raise ModelInputError(f"{field}: cannot read {p!r}: {exc.strerror}") from None
+    try:
+        df = pd.read_csv(p, dtype=str, keep_default_na=False, skip_blank_lines=False, engine="c", skiprows=skip)
     except pd.errors.EmptyDataError:
         raise ModelInputError(f"{field}: {p!r} is empty (no header line)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ModelInputError(f"{field}: {p!r} is not a readable CSV: {str(exc).splitlines()[0]}") from None
     df.columns = [str(c).strip() for c in df.columns]
+    df.attrs["first_data_line"] = skip + 2  # 1-based line of the first data row
     return df
+
+
+def first_line(df, idx) -> int | None:
+    """1-based file line of positional row ``idx[0]`` (None if no bad rows)."""
+    return int(idx[0]) + int(df.attrs.get("first_data_line", 2)) if len(idx) else None
 
 
 def require_columns(df, columns: Sequence[str], *, option: dict[str, str] | None = None, path: str = "FILE") -> None:
@@ -71,7 +86,7 @@ def numeric_columns(df, columns: Sequence[str]):
         bad |= v.isna().to_numpy() | ~np.isfinite(v.fillna(0).to_numpy(dtype=float))
         out[c] = v
     idx = np.flatnonzero(bad)
-    report = BadRows(int(idx.size), int(idx[0]) + 2 if idx.size else None, tuple(columns))
+    report = BadRows(int(idx.size), first_line(df, idx), tuple(columns))
     clean = out[~bad].astype(float)
     return clean, report
 

@@ -13,7 +13,7 @@ Information criteria for a Gaussian likelihood with the variance profiled out
 and 2.14), with ``k`` counting the fitted parameters plus the variance:
 
 * ``AIC  = n ln(RSS/n) + 2k``
-* ``AICc = AIC + 2k(k+1)/(n-k-1)`` (small-sample correction; model selection here uses AICc)
+* ``AICc = AIC + 2k(k+1)/(n-k-1)`` (small-sample correction; convergence selects families by AICc, scaling by BIC)
 * ``BIC  = n ln(RSS/n) + k ln n``
 """
 

@@ -263,7 +263,7 @@ def roofline_cmd(file, fcol, bcol, scol, dcol, lcol, method, as_json) -> None:
     """Compute and memory ceilings from kernel measurements, and the ridge intensity."""
     import pandas as pd
 
-    from hwmodels.csvio import BadRows, read_csv, require_columns, numeric_columns
+    from hwmodels.csvio import BadRows, first_line, numeric_columns, read_csv, require_columns
     from hwmodels.roofline import Roofline
 
     raw = read_csv(file)
@@ -280,7 +280,7 @@ def roofline_cmd(file, fcol, bcol, scol, dcol, lcol, method, as_json) -> None:
     keep = raw.index.isin(df.index) & ~blank
     badmask = ~keep
     idx = np.flatnonzero(badmask)
-    bad = BadRows(int(idx.size), int(idx[0]) + 2 if idx.size else None, tuple([fcol, bcol, scol, *extra]))
+    bad = BadRows(int(idx.size), first_line(raw, idx), tuple([fcol, bcol, scol, *extra]))
     bad_d = _report_bad(bad, file)
     if not keep.any():
         raise InputError(f"FILE: {file} has no usable rows")
