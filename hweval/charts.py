@@ -77,6 +77,8 @@ def band_curve(points, curve, *, x: str, y: str, x_title: str, y_title: str, tit
     if not cur.empty:
         if {"lo", "hi"} <= set(cur.columns):
             band = cur.dropna(subset=["lo", "hi"])
+            if log_y:  # a log axis cannot show a band reaching 0 or below
+                band = band[(band["lo"] > 0) & (band["hi"] > 0)]
             if not band.empty:
                 layers.append(
                     alt.Chart(band).mark_area(opacity=0.25).encode(

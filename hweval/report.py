@@ -144,12 +144,19 @@ def roofline_section(results: Iterable[dict[str, Any]], *, node: str | None = No
         return {"ok": False, "summary": "roofline: fewer than 2 kernel measurements; run 01_node_characterization",
                 "points": [], "ceilings": [], "fit": {}}
     df = pd.DataFrame(rows)
-    res = Roofline().fit(df[["flops", "bytes", "seconds"]])
+    res = Roofline().fit(df[["flops", "bytes", "seconds", "dtype"]])
     peak, bw = float(res.peak_flops_per_s), float(res.peak_bytes_per_s)
-    df["efficiency"] = [fps / min(peak, i * bw) for fps, i in zip(df["flops_per_s"], df["intensity"], strict=True)]
+    att = [float(res.attainable([i], dtype=d)[0]) for i, d in zip(df["intensity"], df["dtype"], strict=True)]
+    df["efficiency"] = [fps / a for fps, a in zip(df["flops_per_s"], att, strict=True)]
     lo, hi = df["intensity"].min() / 4, df["intensity"].max() * 4
     grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
-    ceilings = [{"intensity": i, "flops_per_s": min(peak, i * bw), "ceiling": "fitted (measured)"} for i in grid]
+    ceilings = []
+    for d in sorted(set(df["dtype"])):
+        if not (df[df["dtype"] == d]["intensity"] > 1).any():
+            continue  # memory-only dtypes (STREAM fp64) have no compute ceiling worth drawing
+        ys = res.attainable(grid, dtype=d)
+        ceilings += [{"intensity": i, "flops_per_s": float(y), "ceiling": f"fitted {d} (measured)"}
+                     for i, y in zip(grid, ys, strict=True)]
     datasheet = None
     try:
         nt = resolve_measured_node(node)
@@ -174,7 +181,8 @@ def roofline_section(results: Iterable[dict[str, Any]], *, node: str | None = No
 
 
 # -- collectives / comms ----------------------------------------------------------------------
-def comms_section(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def comms_section(results: Iterable[dict[str, Any]], *, alpha: float = 0.1) -> dict[str, Any]:
+    """Alpha-beta fit (``hwmodels.comms.AlphaBeta``) per collective and rank count from busbw-vs-size sweeps."""
     from hwmodels.comms import AlphaBeta
 
     pts = []
@@ -183,29 +191,34 @@ def comms_section(results: Iterable[dict[str, Any]]) -> dict[str, Any]:
             continue
         p = r.get("params") or {}
         size = _num(p.get("size_bytes") or r.get("size_bytes"))
-        busbw = _num(r.get("busbw_bytes_per_s") or r.get("busbw"))
+        busbw = _num(r.get("busbw_Bps") or r.get("busbw_bytes_per_s") or r.get("busbw"))
         if size and busbw:
             pts.append({"collective": r.get("kernel") or r.get("name"), "size_bytes": size,
-                        "busbw_bytes_per_s": busbw, "ranks": p.get("world_size")})
+                        "busbw_bytes_per_s": busbw, "ranks": int(p.get("world_size") or 2)})
     if len(pts) < 2:
         return {"ok": False, "summary": "comms: fewer than 2 collective measurements; run 03_scaling",
                 "points": pts, "curve": [], "fit": {}}
     df = pd.DataFrame(pts)
     curve, fits, lines = [], {}, []
-    for coll, g in df.groupby("collective"):
-        if len(g) < 2:
+    for (coll, ranks), g in df.groupby(["collective", "ranks"]):
+        if g["size_bytes"].nunique() < 2:
             continue
-        res = AlphaBeta().fit(g[["size_bytes", "busbw_bytes_per_s"]])
-        a, b = float(res.params["alpha_s"]), float(res.params["beta_bytes_per_s"])
-        fits[coll] = {"alpha_s": a, "beta_bytes_per_s": b}
+        res = AlphaBeta(collective=coll).fit(g["size_bytes"].to_numpy(), g["busbw_bytes_per_s"].to_numpy(),
+                                             ranks=int(ranks))
+        a, b = float(res.alpha_s), float(res.beta_bytes_per_s)
+        fits[f"{coll}@{ranks}"] = {"alpha_s": a, "beta_bytes_per_s": b,
+                                   "conf_int": {k: list(v) for k, v in res.conf_int(alpha).items()}}
         lo, hi = g["size_bytes"].min(), g["size_bytes"].max()
-        for i in range(41):
-            s = lo * (hi / lo) ** (i / 40)
-            pred = res.predict([s])
-            curve.append({"collective": coll, "size_bytes": s, "busbw_bytes_per_s": float(pred[0])})
-        lines.append(f"{coll}: alpha {_fmt(a, 's')}, beta {_fmt(b, 'B/s')}")
-    return {"ok": bool(fits), "summary": "comms (alpha-beta): " + "; ".join(lines), "points": pts, "curve": curve,
-            "fit": fits}
+        sizes = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+        pred = res.predict(sizes, int(ranks), alpha=alpha)
+        for i, sz in enumerate(sizes):
+            bw, t = float(pred["busbw"][i]), float(pred["time_s"][i])
+            t_lo, t_hi = _num(pred["time_lo"][i]), _num(pred["time_hi"][i])
+            curve.append({"collective": coll, "size_bytes": sz, "busbw_bytes_per_s": bw,
+                          "lo": bw * t / t_hi if t_hi else None, "hi": bw * t / t_lo if t_lo else None})
+        lines.append(f"{coll} on {ranks} ranks: alpha {_fmt(a, 's')}, beta {_fmt(b, 'B/s')}")
+    return {"ok": bool(fits), "summary": "comms (alpha-beta): " + ("; ".join(lines) or "no sweep with 2+ sizes"),
+            "points": pts, "curve": curve, "fit": fits}
 
 
 # -- scaling ----------------------------------------------------------------------------------
@@ -221,12 +234,18 @@ def scaling_section(results: Iterable[dict[str, Any]], *, max_n: int | None = No
         thr = _num(r.get("samples_per_s"))
         if n and thr:
             pts.append({"nprocs": n, "samples_per_s": thr, "workload": r.get("workload") or r.get("name")})
+    if pts:
+        main = pd.Series([p["workload"] for p in pts]).value_counts().index[0]
+        pts = [p for p in pts if p["workload"] == main]
     ns = {p["nprocs"] for p in pts}
     if len(ns) < 2:
         return {"ok": False, "summary": "scaling: throughput at fewer than 2 process counts; run 03_scaling",
                 "points": pts, "curve": [], "fit": {}}
     df = pd.DataFrame(pts)
-    res = Scaling(model="auto").fit(df[["nprocs", "samples_per_s"]].rename(columns={"nprocs": "x", "samples_per_s": "y"}))
+    try:
+        res = Scaling(model="auto").fit(df["nprocs"].to_numpy(), df["samples_per_s"].to_numpy())
+    except ValueError as exc:  # hwmodels.errors.ModelInputError: e.g. too few points for any model
+        return {"ok": False, "summary": f"scaling: no fit: {exc}", "points": pts, "curve": [], "fit": {}}
     top = max_n or int(max(8, 4 * max(ns)))
     xs = list(range(1, top + 1))
     pred = res.predict(xs, alpha=alpha) if _accepts(res.predict, "alpha") else res.predict(xs)
@@ -250,7 +269,10 @@ def _accepts(fn, name: str) -> bool:
 
 def _pred_rows(pred: Any, xs: Sequence[float], xname: str, yname: str) -> list[dict[str, Any]]:
     """Normalize a model's prediction (array, DataFrame with y/lo/hi, or list of dicts) into rows."""
-    if isinstance(pred, pd.DataFrame):
+    if isinstance(pred, dict):
+        recs = [{k: (v[i] if hasattr(v, "__len__") else v) for k, v in pred.items() if k in ("y", "lo", "hi")}
+                for i in range(len(xs))]
+    elif isinstance(pred, pd.DataFrame):
         recs = pred.to_dict("records")
     elif isinstance(pred, list) and pred and isinstance(pred[0], dict):
         recs = pred
@@ -315,19 +337,17 @@ def convergence_section(results: Iterable[dict[str, Any]], *, level: float = 0.9
     curve_pts = [p for p in best["loss_curve"] if _num(p.get("loss")) is not None and p.get("step")]
     df = pd.DataFrame(curve_pts)
     tgt = target if target is not None else _num(best.get("target_loss") or (best.get("params") or {}).get("target_loss"))
-    res = Convergence().fit(df[["step", "loss"]].rename(columns={"step": "x", "loss": "y"}))
-    tt = res.x_to_target(tgt, level=level) if tgt is not None else None
+    res = Convergence().fit(df["step"].to_numpy(dtype=float), df["loss"].to_numpy(dtype=float))
+    tt = res.x_to_target(tgt, level=level) if tgt is not None else {}
     steps_done = float(df["step"].max())
     sec_per_step = float(df["seconds"].max()) / steps_done if "seconds" in df and steps_done else None
-    reach = tt.get("x") if isinstance(tt, dict) else getattr(tt, "x", None)
-    reachable = bool(tt.get("reachable")) if isinstance(tt, dict) else bool(getattr(tt, "reachable", False))
-    lo = tt.get("lo") if isinstance(tt, dict) else getattr(tt, "lo", None)
-    hi = tt.get("hi") if isinstance(tt, dict) else getattr(tt, "hi", None)
+    reach, lo, hi = _num(tt.get("x_to_target")), _num(tt.get("lo")), _num(tt.get("hi"))
+    reachable, reliable = bool(tt.get("reachable")), bool(tt.get("reliable"))
+    problems = tt.get("problems") or []
     measured_steps = _num(best.get("steps_to_target"))
-    end = max(steps_done * 3, (_num(hi) or _num(reach) or steps_done) * 1.2)
+    end = max(steps_done * 3, min((hi or reach or steps_done) * 1.2, steps_done * 20))
     xs = [steps_done * 0.05 + (end - steps_done * 0.05) * i / 80 for i in range(81)]
-    pred = res.predict(xs, alpha=1 - level) if _accepts(res.predict, "alpha") else res.predict(xs)
-    curve = _pred_rows(pred, xs, "step", "loss")
+    curve = _loss_band(res, xs, level)
     wl = best.get("workload") or best.get("name")
     if measured_steps:
         how = f"reached the target {tgt:.3g} at step {measured_steps:.0f} (measured)"
@@ -335,16 +355,42 @@ def convergence_section(results: Iterable[dict[str, Any]], *, level: float = 0.9
         how = (f"predicted to reach {tgt:.3g} at step {_num(reach):.0f} "
                f"({level:.0%} interval {_fmt(lo)}..{_fmt(hi)} steps; extrapolated beyond step {steps_done:.0f})")
     else:
-        how = f"the target {tgt} is not supported by the fit (below the fitted asymptote or interval too wide)"
-    summary = f"convergence ({getattr(res, 'model', 'fit')}, {wl}): {how}"
+        how = f"the target {tgt} is not supported by the fit: " + ("; ".join(problems) or "unreachable")
+    if problems and (measured_steps or reachable):
+        how += " (caution: " + "; ".join(str(p) for p in problems) + ")"
+    summary = f"convergence ({getattr(res, 'family', 'fit')} fit, {wl}): {how}"
     fit = {"model": getattr(res, "model", None), "params": dict(res.params), "target": tgt,
            "steps_to_target": measured_steps or _num(reach), "lo": _num(lo), "hi": _num(hi),
-           "reachable": bool(measured_steps) or reachable, "measured": bool(measured_steps),
+           "reachable": bool(measured_steps) or reachable, "reliable": reliable, "problems": problems, "measured": bool(measured_steps),
            "seconds_per_step": sec_per_step, "workload": wl, "level": level,
-           "model_flops_per_step": _num(best.get("model_flops_per_step")),
+           "model_flops_per_step": _num(best.get("flops_per_step") or best.get("model_flops_per_step")),
            "samples_per_s": _num(best.get("samples_per_s")), "mfu": _num(best.get("mfu"))}
     return {"ok": True, "summary": summary, "points": [{"step": p["step"], "loss": p["loss"]} for p in curve_pts],
             "curve": curve, "fit": fit, "target": tgt}
+
+
+def _loss_band(res, xs: Sequence[float], level: float, n_draws: int = 400) -> list[dict[str, Any]]:
+    """Fitted curve with a ``level`` band from parameter draws (multivariate normal on the fit's covariance)."""
+    import numpy as np
+
+    from hwmodels import convergence as hc
+
+    x = np.asarray(xs, dtype=float)
+    mid = np.asarray(res.predict(x), dtype=float)
+    lo = hi = [None] * len(xs)
+    f = getattr(hc, "f_" + str(res.family), None)
+    cov = getattr(res, "cov", None)
+    if f is not None and cov is not None:
+        rng = np.random.default_rng(0)
+        cov = np.nan_to_num(np.asarray(cov, dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
+        P = rng.multivariate_normal(np.asarray(res.values, dtype=float), cov, size=n_draws, method="svd",
+                                    check_valid="ignore")
+        with np.errstate(all="ignore"):
+            Y = np.array([f(x, p) for p in P])
+        Y = np.where(np.isfinite(Y), Y, np.nan)
+        lo = np.nanquantile(Y, (1 - level) / 2, axis=0)
+        hi = np.nanquantile(Y, (1 + level) / 2, axis=0)
+    return [{"step": float(x[i]), "loss": _num(mid[i]), "lo": _num(lo[i]), "hi": _num(hi[i])} for i in range(len(xs))]
 
 
 # -- cost ------------------------------------------------------------------------------------
@@ -498,9 +544,16 @@ def _kernel_records(store: Store, plan: str | None, kind: str) -> list[dict[str,
     for row in df.to_dict("records"):
         d = dict(row["metrics"] or {})
         d.update({"kernel": row["name"], "name": row["name"], "workload": row["name"], "params": row["params"] or {},
-                  "status": row["status"], "node_id": row["node_id"], "run_id": row["run_id"]})
+                  "status": row["status"], "node_id": row["node_id"], "run_id": row["run_id"],
+                  "notebook": row["notebook"], "finished_at": row["finished_at"]})
         out.append(d)
     return out
+
+
+def _prefer(rows: list[dict[str, Any]], notebook: str) -> list[dict[str, Any]]:
+    """The rows written by ``notebook`` when there are any, else all rows."""
+    mine = [r for r in rows if r.get("notebook") == notebook]
+    return mine or rows
 
 
 def build_report(*, store: Store | str | Path | None = None, plan: str | None = None,
@@ -527,8 +580,8 @@ def build_report(*, store: Store | str | Path | None = None, plan: str | None = 
     sections: dict[str, dict[str, Any]] = {}
     for key, fn in (("roofline", lambda: roofline_section(kernels, node=measured_node)),
                     ("comms", lambda: comms_section(colls)),
-                    ("scaling", lambda: scaling_section(workloads)),
-                    ("convergence", lambda: convergence_section(workloads))):
+                    ("scaling", lambda: scaling_section(_prefer(workloads, "03_scaling"))),
+                    ("convergence", lambda: convergence_section(_prefer(workloads, "04_convergence")))):
         try:
             sections[key] = fn()
         except Exception as exc:  # noqa: BLE001 - one failing fit must not lose the other sections

@@ -7,6 +7,7 @@
 
 # %% tags=["parameters"]
 workloads_list: list[str] = ["transformer_lm", "mlp_regressor"]  # workloads to train
+preset: str = "tiny"  # workload preset (tiny, small, medium; "" = defaults)
 workload_params: dict = {}  # extra parameters per workload name, e.g. {"transformer_lm": {"batch_size": 8}}
 max_steps: int = 40  # optimizer steps per run
 max_time_s: float = 120.0  # wall-time limit per run (status timeout past it)
@@ -16,11 +17,11 @@ target_loss: float = 0.0  # eval-loss target (0 = each workload's default)
 from IPython.display import display
 
 from hweval import charts, report
-from workloads import registry as wl
+import workloads as wl
 
 results = []
 for name in workloads_list:
-    res = wl.run(name, dict(workload_params.get(name, {})), target_loss=target_loss or None,
+    res = wl.run(name, {**({"preset": preset} if preset else {}), **workload_params.get(name, {})}, target_loss=target_loss or None,
                  max_steps=max_steps, max_time_s=max_time_s)
     results.append(res.to_json())
 table = report.workload_table(results)

@@ -11,9 +11,11 @@ collectives: list[str] = ["all_reduce"]  # collectives: all_reduce, all_gather, 
 world_size: int = 2  # processes for the collective sweeps
 sizes_bytes: list[int] = [1024, 65536, 1048576, 8388608]  # message sizes
 workload: str = "mlp_regressor"  # workload trained at each process count
+preset: str = "tiny"  # workload preset (tiny, small, medium; "" = defaults)
 workload_params: dict = {}  # extra workload parameters
 nprocs_list: list[int] = [1, 2]  # data-parallel process counts
 max_steps: int = 20  # optimizer steps per scaling run
+repeats: int = 2  # runs per process count (the fit needs 3+ points; repeats also show the noise)
 warmup_ms: float = 20.0  # warm-up budget per collective measurement
 measure_ms: float = 150.0  # measurement budget per collective measurement
 
@@ -22,7 +24,7 @@ from IPython.display import display
 
 from hweval import charts, report
 from kernels import registry
-from workloads import registry as wl
+import workloads as wl
 
 coll = [
     r.to_json()
@@ -38,7 +40,9 @@ display(charts.band_curve(comms["points"], comms["curve"], x="size_bytes", y="bu
                           title="Collectives: measured busbw and alpha-beta fit", log_x=True, log_y=True))
 
 # %%
-runs = [wl.run(workload, {**workload_params, "nprocs": n}, max_steps=max_steps).to_json() for n in nprocs_list]
+base = {**({"preset": preset} if preset else {}), **workload_params}
+runs = [wl.run(workload, {**base, "nprocs": n, "seed": rep}, max_steps=max_steps).to_json()
+        for n in nprocs_list for rep in range(repeats)]
 scaling = report.scaling_section(runs)
 print(scaling["summary"])
 report.record_fit("scaling", scaling)

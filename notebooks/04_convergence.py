@@ -9,6 +9,7 @@
 
 # %% tags=["parameters"]
 workload: str = "transformer_lm"  # workload to train
+preset: str = "tiny"  # workload preset (tiny, small, medium; "" = defaults)
 workload_params: dict = {}  # extra workload parameters
 target_loss: float = 0.0  # eval-loss target (0 = the workload's default)
 max_steps: int = 120  # optimizer steps (the fit extrapolates beyond them)
@@ -19,10 +20,10 @@ level: float = 0.9  # confidence level of the time-to-target interval
 from IPython.display import display
 
 from hweval import charts, report
-from workloads import registry as wl
+import workloads as wl
 
-res = wl.run(workload, dict(workload_params), target_loss=target_loss or None, max_steps=max_steps,
-             max_time_s=max_time_s, stop_at_target=False).to_json()
+res = wl.run(workload, {**({"preset": preset} if preset else {}), "stop_at_target": False, **workload_params}, target_loss=target_loss or None,
+             max_steps=max_steps, max_time_s=max_time_s).to_json()
 conv = report.convergence_section([res], level=level)
 print(conv["summary"])
 report.record_fit("convergence", conv)
