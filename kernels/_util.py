@@ -151,11 +151,13 @@ def randn(shape: tuple[int, ...], dtype: str, device: str, seed: int):
     """Fresh N(0,1) values (never zeros: zeros can hit fast paths and flatter a GPU's power draw)."""
     import torch
 
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    t = torch.randn(shape, generator=g, dtype=torch.float32)
+    # drawn where they live: a CPU draw of a 16k x 16k GPU operand would take seconds per candidate shape
+    gen_device = device if device.startswith("cuda") else "cpu"
+    g = torch.Generator(device=gen_device).manual_seed(seed)
+    t = torch.randn(shape, generator=g, dtype=torch.float32, device=gen_device)
     if dtype.startswith("fp8"):
-        return t.to(device).to(torch_dtype(dtype))
-    return t.to(device=device, dtype=torch_dtype(dtype))
+        return t.to(torch_dtype(dtype))
+    return t.to(dtype=torch_dtype(dtype))
 
 
 def to_f64(x: Any) -> np.ndarray:

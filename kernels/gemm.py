@@ -193,7 +193,8 @@ def build_gemm(p: dict[str, Any], device: str) -> Setup:
     a0, b0 = sets[0][0], sets[0][1]
 
     def reference():
-        return U.to_f64(a0.index_select(0, idx)) @ U.to_f64(b0)
+        # via fp32 on the device (exact for every input dtype; fp8 tensors lack index_select)
+        return U.to_f64(a0.to(torch.float32).index_select(0, idx)) @ U.to_f64(b0.to(torch.float32))
 
     cuda = device.startswith("cuda")
     prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if cuda else None
