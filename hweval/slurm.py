@@ -667,6 +667,7 @@ def _wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_
                 open_keys = {k for k in tasks if tasks[k][1].cell_id not in statuses}
                 states = poller.poll(open_keys)
                 counts: dict[str, int] = {}
+                reasons: set[str] = set()
                 for k in open_keys:
                     s = states.get(k)
                     if s is None:
@@ -680,6 +681,8 @@ def _wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_
                     seen.add(k)
                     if s.state in PENDING_STATES:
                         counts[s.state] = counts.get(s.state, 0) + 1
+                        if s.state == "PENDING" and s.reason and s.reason != "None":
+                            reasons.add(s.reason)  # e.g. Resources, Priority, ReqNodeNotAvail
                         continue
                     final[k] = s
                     finished_at.setdefault(k, time.monotonic())
@@ -715,6 +718,8 @@ def _wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_
                     if new_records:
                         st.append(new_records)
                 info = " ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
+                if reasons:
+                    info += f" (pending: {', '.join(sorted(reasons))})"
                 bar.update(bar_task, completed=len(statuses), info=info)
                 if len(statuses) < len(tasks):
                     time.sleep(poll_s)

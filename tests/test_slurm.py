@@ -179,7 +179,7 @@ def test_poller_records_abnormal_missing_and_lost(tmp_path, monkeypatch):
     from hweval.runner import cell_states
 
     store = Store(tmp_path / "store")
-    cells = [FakeCell(f"c{i}") for i in range(4)]
+    cells = [FakeCell(f"c{i}") for i in range(6)]
     g = Group(name="g", node="cpu-a", spec=SlurmSpec(), time_limit_min=1, cells=cells, dir=tmp_path / "g",
               job_id="7")
     tasks = {("7", i): (g, c) for i, c in enumerate(cells)}
@@ -190,25 +190,27 @@ def test_poller_records_abnormal_missing_and_lost(tmp_path, monkeypatch):
                             fingerprint={}))
     run = TaskState(state="RUNNING")
     ScriptedPoller.script = [
-        {("7", 0): run, ("7", 1): run, ("7", 2): run, ("7", 3): run},
+        {("7", i): run for i in range(5)} | {("7", 5): TaskState(state="PENDING", reason="Resources")},
         {("7", 0): TaskState(state="COMPLETED"), ("7", 1): TaskState(state="COMPLETED", exit_code="0:0"),
-         ("7", 3): TaskState(state="TIMEOUT", exit_code="0:15")},  # c2 left every state source
+         ("7", 3): TaskState(state="TIMEOUT", exit_code="0:15"),  # c2 left every state source
+         ("7", 4): TaskState(state="PREEMPTED"), ("7", 5): TaskState(state="OUT_OF_MEMORY", exit_code="0:125")},
     ]
     monkeypatch.setattr(slurm, "StatePoller", ScriptedPoller)
     monkeypatch.setattr(slurm, "LOST_AFTER_POLLS", 2)
     statuses = slurm._wait(tasks, plan=FakePlan(), st=store, run_id="r1", poll_s=0.01, grace_s=0.05,
                            notebooks_out=tmp_path / "nb", submitted_at=datetime.now(UTC), progress=False,
                            cell_states=cell_states)
-    assert statuses == {"c0": "ok", "c1": "failed", "c2": "failed", "c3": "timeout"}
+    assert statuses == {"c0": "ok", "c1": "failed", "c2": "failed", "c3": "timeout", "c4": "preempted", "c5": "oom"}
     latest = cell_states(store, "p")
     assert latest["c1"]["status"] == "failed" and "COMPLETED (exit 0:0) without writing a result" in latest["c1"]["error"]
     assert "ended LOST" in latest["c2"]["error"]
     assert latest["c3"]["status"] == "timeout"
     assert "ended TIMEOUT (exit 0:15)" in latest["c3"]["error"] and "runner said: runner: killed" in latest["c3"]["error"]
+    assert "ended PREEMPTED" in latest["c4"]["error"] and "ended OUT_OF_MEMORY (exit 0:125)" in latest["c5"]["error"]
     df = decode(store.records(kind="notebook"))
-    assert len(df) == 5  # 2 from the "jobs", 3 from the poller; c0 got none
+    assert len(df) == 7  # 2 from the "jobs", 5 from the poller; c0 got none
     poller_rows = df[df.params.map(lambda p: "slurm_job" in p)]
-    assert sorted(p["cell_id"] for p in poller_rows.params) == ["c1", "c2", "c3"]
+    assert sorted(p["cell_id"] for p in poller_rows.params) == ["c1", "c2", "c3", "c4", "c5"]
     assert all(fp["recorded_by"].startswith("hweval.slurm poller") for fp in poller_rows.fingerprint)
 
 

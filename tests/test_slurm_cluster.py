@@ -206,6 +206,43 @@ def test_scancel_is_recorded_failed_and_resume_completes(cluster, tmp_path):
     assert Store(store).records(name="slurm_tiny").shape[0] == 1
 
 
+def _wait_running(name: str, timeout_s: float = 60) -> str | None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rows = [r.split("|") for r in squeue("-n", name, "-o", "%A|%T")]
+        running = [r[0] for r in rows if r[1] == "RUNNING"]
+        if running:
+            return running[0]
+        time.sleep(0.3)
+    return None
+
+
+def test_ctrl_c_cancels_jobs_and_records_them(cluster, tmp_path):
+    import signal
+
+    plan = write_plan(tmp_path / "plan.yaml", "slurm-sigint", where(cluster),
+                      [{"notebook": "tiny", "params": {"sleep_s": 600.0}}])
+    store, out = tmp_path / "store", tmp_path / "out"
+    proc = hweval("run", "--plan", str(plan), "--backend", "slurm", "--out", str(out), "--store", str(store),
+                  background=True)
+    try:
+        job = _wait_running("hweval-slurm-sigint-" + _node_id())
+        assert job, "the job never started"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    [rec] = latest(store).values()
+    assert rec["status"] == "failed" and "hweval run interrupted" in rec["error"]
+    # the job is gone from the queue (cancelled), not left running without a poller
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(r.endswith("RUNNING") for r in squeue("-j", job, "-o", "%T")):
+        time.sleep(0.5)
+    assert not [r for r in squeue("-j", job, "-o", "%T") if r in ("RUNNING", "PENDING")]
+
+
 def test_job_dying_before_writing_is_recorded_by_poller(cluster, tmp_path):
     plan = write_plan(tmp_path / "plan.yaml", "slurm-dies", where(cluster),
                       [{"notebook": "tiny"}])
