@@ -590,7 +590,9 @@ def run_plan(
     notebook record of this run in the store. ``resume``/``force`` are
     accepted for the caller's contract; the selection is made by the caller.
     Raises :class:`InputError` (nothing submitted, nothing written) for a bad
-    ``slurm:`` mapping or a job sbatch refuses.
+    ``slurm:`` mapping or a job ``sbatch --test-only`` refuses (unknown
+    partition, constraint, GRES). A group sbatch then refuses to queue (a
+    submit limit) is recorded ``failed`` with sbatch's message; the others run.
     """
     del resume, force  # the caller (hweval run) selects the cells with hweval.runner.select_cells
     from hweval.runner import cell_states
@@ -620,6 +622,7 @@ def run_plan(
     submitted_at = datetime.now(UTC)
     notebooks_out.mkdir(parents=True, exist_ok=True)
     tasks: dict[tuple[str, int], tuple[Group, Any]] = {}
+    refused: list[Record] = []
     try:
         for g in groups:
             (g.dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -629,21 +632,35 @@ def run_plan(
                 g.rank_script.write_text(rank_text)
                 g.rank_script.chmod(0o755)
             g.script.write_text(job_text)
-            g.job_id = sbatch_submit(g)
+            try:
+                g.job_id = sbatch_submit(g)
+            except (RuntimeError, subprocess.SubprocessError) as exc:
+                # e.g. a submit limit (QOSMaxSubmitJobPerUserLimit) hit after --test-only passed: these cells
+                # failed to start; record them and go on with the other groups
+                refused.extend(_record_for(c, plan_name=plan.name, run_id=run_id, status="failed", error=str(exc),
+                                           job="", state=TaskState(state="NOT_SUBMITTED", source="sbatch"),
+                                           notebooks_out=notebooks_out, submitted_at=submitted_at)
+                               for c in g.cells)
+                continue
             (g.dir / "job_id").write_text(g.job_id + "\n")
             for i, c in enumerate(g.cells):
                 tasks[(g.job_id, i)] = (g, c)
     except BaseException:
         scancel([g.job_id for g in groups if g.job_id])
         raise
+    if refused:
+        st.append(refused)
 
-    statuses = _wait(tasks, plan=plan, st=st, run_id=run_id, poll_s=poll, grace_s=grace,
+    statuses = {r.params["cell_id"]: r.status for r in refused}
+    statuses |= _wait(tasks, plan=plan, st=st, run_id=run_id, poll_s=poll, grace_s=grace,
                      notebooks_out=notebooks_out, submitted_at=submitted_at, progress=progress,
                      cell_states=cell_states)
     return statuses
 
 
 def _wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_at, progress, cell_states):
+    if not tasks:
+        return {}
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -272,3 +272,44 @@ def test_ranks_param_makes_one_job_per_rank_count(tmp_path):
     bad = P(nodes=(N("gpu-a", {"partition": "gpu", "ntask": 2}),), path="x.yaml")
     with pytest.raises(InputError, match=r"^x.yaml: nodes\[0\].slurm.ntask: unknown key; valid keys"):
         slurm.make_groups(bad, cells, tmp_path)
+
+
+def test_group_sbatch_refuses_is_recorded_and_others_run(tmp_path, monkeypatch):
+    from hweval.runner import cell_states
+
+    @dataclass
+    class N:
+        id: str
+        slurm: dict
+
+    @dataclass
+    class P:
+        nodes: tuple
+        path: Path
+        name: str = "p"
+
+    plan = P(nodes=(N("a", {}), N("b", {"partition": "limited"})), path=tmp_path / "plan.yaml")
+    cells = [FakeCell("ca", node="a"), FakeCell("cb", node="b")]
+    monkeypatch.setattr(slurm, "require_slurm", lambda: None)
+    monkeypatch.setattr(slurm, "sbatch_test", lambda g, text: None)
+
+    def submit(g):
+        if g.node == "b":
+            raise RuntimeError("sbatch failed for node b: QOSMaxSubmitJobPerUserLimit")
+        return "41"
+
+    monkeypatch.setattr(slurm, "sbatch_submit", submit)
+    seen = {}
+
+    def fake_wait(tasks, **kw):
+        seen.update(tasks)
+        return {c.cell_id: "ok" for _, c in tasks.values()}
+
+    monkeypatch.setattr(slurm, "_wait", fake_wait)
+    store = Store(tmp_path / "store")
+    statuses = slurm.run_plan(plan, cells, out_dir=tmp_path / "out", store=store, run_id="r1")
+    assert statuses == {"ca": "ok", "cb": "failed"}
+    assert list(seen) == [("41", 0)]
+    st = cell_states(store, "p")
+    assert set(st) == {"cb"} and "QOSMaxSubmitJobPerUserLimit" in st["cb"]["error"]
+    assert (tmp_path / "out" / "slurm" / "r1" / "00-a" / "job_id").read_text().strip() == "41"
