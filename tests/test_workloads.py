@@ -213,6 +213,7 @@ def test_precision_and_optimizer_knobs_train(knobs):
     assert d["loss_curve"][-1]["loss"] < d["loss_curve"][0]["loss"]
 
 
+@pytest.mark.slow
 def test_jax_knobs_bf16_checkpointing_no_jit():
     d = workloads.run("transformer_lm", {"preset": "tiny", "framework": "jax", "compile": False,
                                          "precision": "bf16_autocast", "activation_checkpointing": True,
@@ -238,6 +239,7 @@ def test_injected_nan_is_diverged_and_stops_at_once(store_path):
     assert list(rows["status"]) == ["diverged"]
 
 
+@pytest.mark.slow
 def test_jax_injected_nan_is_diverged():
     res = workloads.run("transformer_lm", {"preset": "tiny", "framework": "jax", "compile": True,
                                            "inject_nan_at_step": 2}, record=False)
@@ -266,7 +268,7 @@ def _curve(d):
     return [(p["step"], p["tokens"], p["loss"], p["train_loss"]) for p in d["loss_curve"]]
 
 
-@pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.parametrize("framework", ["torch", pytest.param("jax", marks=pytest.mark.slow)])
 def test_resume_continues_the_loss_curve_identically(tmp_path, framework):
     extra = {"framework": framework, "compile": framework == "jax"}
     base = lm(eval_every=3, **extra) if framework == "torch" else {"preset": "tiny", "eval_every": 3, **extra}

@@ -91,6 +91,7 @@ class TrainResult:
     checkpoint_dir: str | None = None
     resumed_from_step: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    loop_step_s: float | None = None  # wall s per post-warm-up step, loop bookkeeping included
     wall_s: float | None = None
     started_at: str | None = None
     finished_at: str | None = None
@@ -158,6 +159,18 @@ def datasheet_peak(precision: str, device: str, world: int) -> tuple[float | Non
 # memory
 # ---------------------------------------------------------------------------------
 def _rss_reader():
+    """A cheap RSS probe: ``pread`` of ``/proc/self/statm`` on a kept-open fd (~2 us), else psutil."""
+    try:
+        fd = os.open("/proc/self/statm", os.O_RDONLY)
+        page = os.sysconf("SC_PAGE_SIZE")
+
+        def read() -> int:
+            return int(os.pread(fd, 128, 0).split()[1]) * page
+
+        read()
+        return read
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
     try:
         import psutil
 
@@ -271,12 +284,16 @@ def _train(w: Any, cfg: Any, ctx: Any) -> TrainResult:
     step = start_step
     t_loop = time.perf_counter() - elapsed_before
 
+    side = {"s": 0.0, "t_timed": None}  # eval + checkpoint seconds inside the timed loop; its start
+
     def eval_point(at_step: int) -> float:
+        t_ev = time.perf_counter()
         loss = backend.evaluate(eval_set)
         tl = float(np.mean(train_losses)) if train_losses else None
         curve.append({"step": at_step, "tokens": tokens, "seconds": time.perf_counter() - t_loop,
                       "loss": loss, "train_loss": tl})
         train_losses.clear()
+        side["s"] += time.perf_counter() - t_ev
         return loss
 
     for pt in curve:  # a resumed run may already have met the target
@@ -292,6 +309,8 @@ def _train(w: Any, cfg: Any, ctx: Any) -> TrainResult:
                 reached, steps_to_target, time_to_target, tokens_to_target = True, 0, curve[-1]["seconds"], 0
         while step < cfg.max_steps and not (reached and cfg.stop_at_target):
             step += 1
+            if len(step_times) == WARMUP_STEPS:
+                side["t_timed"], side["s"] = time.perf_counter(), 0.0
             ph.start()
             batch = next(data_iter)
             micro = backend.to_device(batch)
@@ -321,6 +340,7 @@ def _train(w: Any, cfg: Any, ctx: Any) -> TrainResult:
                         "seconds": time.perf_counter() - t_loop}
                 if ctx.is_main:
                     save_times.append(ckpt.save(ckpt_dir, backend, loop))
+                    side["s"] += save_times[-1]
                 if ctx.world > 1:
                     import torch.distributed as dist
 
@@ -335,6 +355,7 @@ def _train(w: Any, cfg: Any, ctx: Any) -> TrainResult:
         status = "oom" if _is_oom(exc) else "failed"
         error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:
+        t_loop_end = time.perf_counter()
         close = getattr(data_iter, "close", None)
         if close:
             close()
@@ -398,6 +419,9 @@ def _train(w: Any, cfg: Any, ctx: Any) -> TrainResult:
     res["peak_host_rss_bytes"] = int(peak_rss) or None
     res["peak_device_mem_bytes"] = dev_peak
     res["peak_mem_bytes"] = dev_peak if dev_peak is not None else (int(peak_rss) or None)
+    if side["t_timed"] is not None and len(timed):
+        # wall time per post-warm-up step including the loop's own bookkeeping, eval/checkpoint excluded
+        res["loop_step_s"] = (t_loop_end - side["t_timed"] - side["s"]) / len(timed)
     res["wall_s"] = time.perf_counter() - t_wall0
     res["finished_at"] = datetime.now(UTC).isoformat()
     return TrainResult(**res)
