@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import numbers
 import pkgutil
 import re
 import warnings
@@ -35,6 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from hweval.errors import Fault, InputError, OutOfMemory, choices_error
 from hweval.store import Record, Store
@@ -108,8 +111,8 @@ class Param:
         field_name = f"{where}.{self.name}"
         val: Any
         if self.type is bool:
-            if isinstance(raw, bool):
-                val = raw
+            if isinstance(raw, bool | np.bool_):
+                val = bool(raw)
             elif isinstance(raw, str) and raw.strip().lower() in _BOOL_TRUE | _BOOL_FALSE:
                 val = raw.strip().lower() in _BOOL_TRUE
             else:
@@ -117,16 +120,16 @@ class Param:
         elif self.type is int:
             if isinstance(raw, bool):
                 raise InputError(f"{field_name}: expected an integer, got {raw!r}")
-            if isinstance(raw, int):
-                val = raw
-            elif isinstance(raw, float) and raw.is_integer():
+            if isinstance(raw, numbers.Integral):  # int, numpy integers
+                val = int(raw)
+            elif isinstance(raw, numbers.Real) and float(raw).is_integer():
                 val = int(raw)
             elif isinstance(raw, str) and (mt := _INT_RE.match(raw)) and mt.group(2).lower() in {"", *_INT_SUFFIX}:
                 val = int(mt.group(1)) * _INT_SUFFIX.get(mt.group(2).lower(), 1)
             else:
                 raise InputError(f"{field_name}: expected an integer (optionally with K/Ki/KiB, M, G), got {raw!r}")
         elif self.type is float:
-            if isinstance(raw, bool):
+            if isinstance(raw, bool) or not isinstance(raw, numbers.Real | str):
                 raise InputError(f"{field_name}: expected a number, got {raw!r}")
             try:
                 val = float(raw)
