@@ -1,1 +1,9 @@
-"""hwmodels package (see README)."""
+"""hwmodels: hardware catalog and performance / cost models. Never imports torch or jax.
+
+Modules: ``catalog`` (node types as sourced data), ``roofline``, ``scaling``
+(Amdahl / USL), ``comms`` (alpha-beta, parallel step projections),
+``convergence`` (loss-curve fits, x to target), ``cost`` (cost per
+convergence, Pareto, break-even, sensitivity); ``results`` (the shared
+immutable FitResult), ``csvio`` (CSV input with bad-row reports), ``units``,
+``errors`` (``ModelInputError``, a ``ValueError``).
+"""

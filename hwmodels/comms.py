@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from hwmodels.errors import ModelInputError, choices_error
-from hwmodels.results import FitResult, as_float_array, check_alpha, t_quantile
+from hwmodels.results import FitResult, as_float_array, check_alpha, single_thread_blas, t_quantile
 
 #: nccl-tests doc/PERFORMANCE.md bus-bandwidth factors F(n)
 BUSBW_FACTORS = {
@@ -179,12 +179,14 @@ class AlphaBeta:
         w = 1.0 / t**2
         Xw = X * np.sqrt(w)[:, None]
         yw = t * np.sqrt(w)
-        beta, *_ = np.linalg.lstsq(Xw, yw, rcond=None)
-        r = yw - Xw @ beta
-        rss = float(r @ r)
+        with single_thread_blas():
+            beta, *_ = np.linalg.lstsq(Xw, yw, rcond=None)
+            r = yw - Xw @ beta
+            rss = float(np.einsum("i,i->", r, r))
         dof = s.size - 2
         s2 = rss / dof if dof > 0 else math.inf
-        cov = np.linalg.pinv(Xw.T @ Xw) * s2
+        with single_thread_blas():
+            cov = np.linalg.pinv(Xw.T @ Xw) * s2
         return AlphaBetaResult(model=f"alpha_beta[{self.collective}]", names=("alpha_s", "inv_bandwidth_s_per_byte"),
                                values=beta, cov=cov, n=int(s.size), dof=int(dof), rss=rss,
                                meta={"weights": "1/t^2"}, collective=self.collective, ranks=float(ranks),

@@ -39,15 +39,7 @@ def read_csv(path: str | os.PathLike[str], *, field: str = "FILE"):
     p = os.fspath(path)
     if not os.path.isfile(p):
         raise ModelInputError(f"{field}: no such file {p!r}")
-    skip = 0
-    try:
-        with open(p, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.lstrip().startswith("#"):
-                    break
-                skip += 1
-    except OSError as exc:
-        raise ModelInputError(f"{field}: cannot read {p!r}: {exc.strerror}") from None
+    skip = _leading_comments(p, field)
     try:
         df = pd.read_csv(p, dtype=str, keep_default_na=False, skip_blank_lines=False, engine="c", skiprows=skip)
     except pd.errors.EmptyDataError:
@@ -81,8 +73,10 @@ def numeric_columns(df, columns: Sequence[str]):
     out = pd.DataFrame(index=df.index)
     bad = np.zeros(len(df), dtype=bool)
     for c in columns:
-        s = df[c].astype(str).str.strip()
-        v = pd.to_numeric(s, errors="coerce")
+        if pd.api.types.is_float_dtype(df[c]) or pd.api.types.is_integer_dtype(df[c]):
+            v = df[c].astype(float)
+        else:
+            v = pd.to_numeric(df[c].astype(str).str.strip(), errors="coerce")
         bad |= v.isna().to_numpy() | ~np.isfinite(v.fillna(0).to_numpy(dtype=float))
         out[c] = v
     idx = np.flatnonzero(bad)
@@ -91,9 +85,42 @@ def numeric_columns(df, columns: Sequence[str]):
     return clean, report
 
 
+def _leading_comments(p: str, field: str) -> int:
+    skip = 0
+    try:
+        with open(p, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.lstrip().startswith("#"):
+                    break
+                skip += 1
+    except OSError as exc:
+        raise ModelInputError(f"{field}: cannot read {p!r}: {exc.strerror}") from None
+    return skip
+
+
 def read_numeric(path, required: Sequence[str], *, option: dict[str, str] | None = None, field: str = "FILE"):
-    df = read_csv(path, field=field)
-    require_columns(df, required, option=option, path=os.fspath(path))
+    """Only the ``required`` columns, as floats; bad rows counted (fast path: pandas' C float parser)."""
+    import pandas as pd
+
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise ModelInputError(f"{field}: no such file {p!r}")
+    skip = _leading_comments(p, field)
+    try:
+        head = pd.read_csv(p, nrows=0, skiprows=skip)
+    except pd.errors.EmptyDataError:
+        raise ModelInputError(f"{field}: {p!r} is empty (no header line)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ModelInputError(f"{field}: {p!r} is not a readable CSV: {str(exc).splitlines()[0]}") from None
+    head.columns = [str(c).strip() for c in head.columns]
+    require_columns(head, required, option=option, path=p)
+    names = list(head.columns)
+    try:
+        df = pd.read_csv(p, skiprows=skip + 1, header=None, names=names, usecols=list(dict.fromkeys(required)),
+                         skip_blank_lines=False, engine="c", keep_default_na=False, na_values=[""])
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise ModelInputError(f"{field}: {p!r} is not a readable CSV: {str(exc).splitlines()[0]}") from None
+    df.attrs["first_data_line"] = skip + 2
     clean, report = numeric_columns(df, required)
     if clean.empty:
         raise ModelInputError(

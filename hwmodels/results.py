@@ -29,6 +29,27 @@ import numpy as np
 from hwmodels.errors import ModelInputError
 
 
+def single_thread_blas():
+    """Context limiting BLAS to one thread during a fit.
+
+    The fits here are dominated by long 1-D dot products and tall-skinny
+    products; on a loaded machine a multithreaded OpenBLAS spin-waits and a
+    100k-element dot took 20 ms instead of 0.1 ms (measured on the dev VM at
+    load 5 on 2 cores). One thread is never slower for these shapes.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.einsum("i,i->", a, b))
+
+
 def t_quantile(q: float, dof: float) -> float:
     from scipy import stats
 
@@ -146,11 +167,19 @@ def nls(
     *,
     bounds: tuple[Sequence[float], Sequence[float]] | None = None,
     x_scale: Sequence[float] | str = "jac",
+    weights: np.ndarray | None = None,
+    rss_within: float = 0.0,
+    n_obs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float, int]:
-    """Nonlinear least squares ``min sum (y - f(x, p))^2``; returns (p, cov, rss, dof).
+    """Nonlinear least squares ``min sum w (y - f(x, p))^2``; returns (p, cov, rss, dof).
 
-    ``cov = s^2 (J^T J)^+`` at the optimum with ``s^2 = RSS/(n-p)``.
+    ``cov = s^2 (J^T W J)^+`` at the optimum with ``s^2 = RSS/(n-p)``. Grouped
+    data (``y`` = group means, ``weights`` = group sizes, ``rss_within`` = the
+    within-group sum of squares, ``n_obs`` = raw row count) give exactly the
+    estimates, RSS and covariance of the ungrouped fit, since
+    ``sum_i (y_i - f)^2 = sum_g [n_g (ybar_g - f)^2] + within-group SS``.
     """
+    sw = None if weights is None else np.sqrt(np.asarray(weights, dtype=float))
     from scipy.optimize import least_squares
 
     p0 = np.asarray(p0, dtype=float)
@@ -162,13 +191,16 @@ def nls(
 
     def resid(p):
         r = y - f(x, p)
+        if sw is not None:
+            r = r * sw
         return np.where(np.isfinite(r), r, 1e150)
 
-    sol = least_squares(resid, p0, bounds=(lb, ub), x_scale=x_scale, method="trf", max_nfev=2000)
+    with single_thread_blas():
+        sol = least_squares(resid, p0, bounds=(lb, ub), x_scale=x_scale, method="trf", max_nfev=2000)
     p = sol.x
     r = resid(p)
-    rss = float(r @ r)
-    n, k = y.size, p.size
+    rss = dot(r, r) + float(rss_within)
+    n, k = (y.size if n_obs is None else int(n_obs)), p.size
     dof = n - k
     J = sol.jac
     try:

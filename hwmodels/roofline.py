@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from hwmodels.errors import ModelInputError, choices_error
-from hwmodels.results import t_quantile
+from hwmodels.results import single_thread_blas, t_quantile
 
 METHODS = ("envelope", "lsq")
 
@@ -205,11 +205,20 @@ class Roofline:
         def resid(th):
             return lt - model(th)
 
+        def jac(th):
+            comp = (lF - th[di]) >= (lQ - th[nd + li])
+            Jr = np.zeros((t.size, th.size))
+            rows = np.arange(t.size)
+            Jr[rows[comp], di[comp]] = 1.0  # d resid / d ln P = +1 where compute-bound
+            Jr[rows[~comp], nd + li[~comp]] = 1.0
+            return Jr
+
         th0 = np.log(np.array([env_P[d] for d in dnames] + [env_B[l] for l in lnames]))
-        sol = least_squares(resid, th0, method="lm" if len(t) > th0.size else "trf")
+        with single_thread_blas():
+            sol = least_squares(resid, th0, jac=jac, method="trf")
         th = sol.x
         r = resid(th)
-        rss = float(r @ r)
+        rss = float(np.einsum("i,i->", r, r))
         # analytic Jacobian of the model: d model / d th = -1 on the active term
         comp_active = (lF - th[di]) >= (lQ - th[nd + li])
         J = np.zeros((t.size, th.size))

@@ -185,12 +185,21 @@ class Scaling:
             yy = np.log(x)
         else:
             fun, yy = f, x
+        # exact grouping by device count (few distinct N, many repeats): see hwmodels.results.nls
+        ug, inv, cnt = np.unique(n, return_inverse=True, return_counts=True)
+        if ug.size < n.size:
+            ybar = np.bincount(inv, weights=yy) / cnt
+            within = float(np.sum((yy - ybar[inv]) ** 2))
+            xg, yg, wg = ug, ybar, cnt.astype(float)
+        else:
+            xg, yg, wg, within = n, yy, None, 0.0
         best = None
         for scale in (1.0, 0.1, 10.0):
             q0 = list(p0)
             q0[1:] = [v * scale for v in q0[1:]]
             try:
-                p, cov, rss, dof = nls(fun, n, yy, q0, bounds=bounds)
+                p, cov, rss, dof = nls(fun, xg, yg, q0, bounds=bounds, weights=wg, rss_within=within,
+                                       n_obs=int(n.size))
             except (ValueError, np.linalg.LinAlgError):
                 continue
             if best is None or rss < best[2]:
