@@ -204,7 +204,8 @@ def nls(
     dof = n - k
     J = sol.jac
     try:
-        jtj_inv = np.linalg.pinv(J.T @ J)
+        with single_thread_blas():
+            jtj_inv = np.linalg.pinv(J.T @ J)
     except np.linalg.LinAlgError:
         jtj_inv = np.full((k, k), np.inf)
     s2 = rss / dof if dof > 0 else math.inf

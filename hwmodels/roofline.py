@@ -78,10 +78,23 @@ class RooflineResult:
         return out
 
     def conf_int(self, alpha: float | None = None) -> dict[str, tuple[float, float]]:
-        if alpha is not None and abs(alpha - self.alpha) > 1e-12 and self.method == "lsq":
-            raise ModelInputError(f"roofline conf_int: fitted with alpha={self.alpha}; refit with Roofline(alpha={alpha})")
-        out = {f"peak_flops_per_s[{d}]": v for d, v in self.compute_ci.items()}
-        out.update({f"bytes_per_s[{l}]": v for l, v in self.memory_ci.items()})
+        """``1-alpha`` intervals (lsq: Wald on the log ceilings; envelope: one-sided ``[max, inf)``)."""
+        cc, mc = self.compute_ci, self.memory_ci
+        if alpha is not None and self.method == "lsq" and abs(alpha - self.alpha) > 1e-12:
+            if not 0 < alpha < 1:
+                raise ModelInputError(f"alpha must be in (0, 1), got {alpha}")
+            q = t_quantile(1 - alpha / 2, self.meta["dof"])
+            se = self.meta["log_se"]
+
+            def ci(name, v):
+                if not math.isfinite(se[name]):
+                    return (v, math.inf)
+                return (v * math.exp(-q * se[name]), v * math.exp(q * se[name]))
+
+            cc = {d: ci(d, v) for d, v in self.compute.items()}
+            mc = {l: ci(l, v) for l, v in self.memory.items()}
+        out = {f"peak_flops_per_s[{d}]": v for d, v in cc.items()}
+        out.update({f"bytes_per_s[{l}]": v for l, v in mc.items()})
         return out
 
     @property
@@ -244,4 +257,5 @@ class Roofline:
         memory = {l: est[l] for l in lnames}
         return RooflineResult("lsq", compute, memory, {d: ci[d] for d in dnames}, {l: ci[l] for l in lnames},
                               int(t.size), self.alpha, meta={"rss": rss, "dof": dof,
+                                                             "log_se": dict(zip(dnames + lnames, map(float, se))),
                                                              "unidentified": [n for j, n in enumerate(dnames + lnames) if not identified[j]]})

@@ -273,3 +273,25 @@ def test_roofline_bad_input():
         Roofline().fit(pd.DataFrame({"flops": [1], "bytes": [1]}))
     with pytest.raises(ModelInputError, match="seconds must be > 0"):
         Roofline().fit(flops=[1.0], bytes=[1.0], seconds=[0.0])
+
+
+def test_grouped_scaling_fit_equals_the_ungrouped_least_squares():
+    from hwmodels.results import nls
+    from hwmodels.scaling import usl
+
+    rng = np.random.default_rng(9)
+    n = np.repeat([1, 2, 4, 8, 16, 32, 64.0], 5)
+    y = 80 * n / (1 + 0.02 * (n - 1) + 3e-4 * n * (n - 1)) + rng.normal(0, 3, n.size)
+    r = Scaling(model="usl").fit(n, y)  # collapses the 5 repeats per device count
+    p, cov, rss, dof = nls(usl, n, y, r.values, bounds=([0, 0, 0], [np.inf, 1, np.inf]))  # raw rows
+    assert np.allclose(r.values, p, rtol=1e-4)
+    assert r.rss == pytest.approx(rss, rel=1e-6) and r.dof == dof == n.size - 3
+    assert np.allclose(np.sqrt(np.diag(r.cov)), np.sqrt(np.diag(cov)), rtol=1e-3)
+
+
+def test_roofline_conf_int_at_other_alpha():
+    rng = np.random.default_rng(10)
+    r = Roofline(method="lsq").fit(_kernels(rng, 2e11, 3e10, n=40))
+    wide, narrow = r.conf_int(0.05), r.conf_int(0.5)
+    for k in wide:
+        assert wide[k][0] < narrow[k][0] < narrow[k][1] < wide[k][1]
