@@ -106,8 +106,13 @@ def cost_bars(rows, *, title: str = "Cost per convergence (USD, interval)") -> a
         return None
     order = list(df.sort_values("cost_usd")["label"])
     y = alt.Y("label:N", sort=order, title=None)
+    # costs span orders of magnitude (log axis), and a log axis has no zero: bars start at a floor
+    # a factor 3 below the smallest value shown
+    lows = pd.to_numeric(df.get("lo", df["cost_usd"]), errors="coerce").fillna(df["cost_usd"])
+    df = df.assign(floor=float(min(lows.min(), df["cost_usd"].min())) / 3.0)
     bars = alt.Chart(df).mark_bar().encode(
-        x=alt.X("cost_usd:Q", title="USD to reach the target", scale=alt.Scale(type="log")),
+        x=alt.X("floor:Q", title="USD to reach the target", scale=alt.Scale(type="log")),
+        x2="cost_usd:Q",
         y=y,
         color=alt.Color("basis:N", title="basis"),
         tooltip=[c for c in ("node", "pricing", "basis", "time_to_target_s", "cost_usd", "lo", "hi") if c in df],

@@ -337,17 +337,21 @@ def convergence_section(results: Iterable[dict[str, Any]], *, level: float = 0.9
     curve_pts = [p for p in best["loss_curve"] if _num(p.get("loss")) is not None and p.get("step")]
     df = pd.DataFrame(curve_pts)
     tgt = target if target is not None else _num(best.get("target_loss") or (best.get("params") or {}).get("target_loss"))
-    res = Convergence().fit(df["step"].to_numpy(dtype=float), df["loss"].to_numpy(dtype=float))
+    batch = _num((best.get("params") or {}).get("batch_size")) or 1.0
+    # fit on samples seen (step x global batch): work to target is a property of the workload, not the node
+    res = Convergence().fit(df["step"].to_numpy(dtype=float) * batch, df["loss"].to_numpy(dtype=float))
     tt = res.x_to_target(tgt, level=level) if tgt is not None else {}
     steps_done = float(df["step"].max())
-    sec_per_step = float(df["seconds"].max()) / steps_done if "seconds" in df and steps_done else None
-    reach, lo, hi = _num(tt.get("x_to_target")), _num(tt.get("lo")), _num(tt.get("hi"))
+    thr = _num(best.get("samples_per_s"))
+    sec_per_step = batch / thr if thr else None
+    reach, lo, hi = (None if v is None else v / batch for v in
+                     (_num(tt.get("x_to_target")), _num(tt.get("lo")), _num(tt.get("hi"))))
     reachable, reliable = bool(tt.get("reachable")), bool(tt.get("reliable"))
     problems = tt.get("problems") or []
     measured_steps = _num(best.get("steps_to_target"))
     end = max(steps_done * 3, min((hi or reach or steps_done) * 1.2, steps_done * 20))
     xs = [steps_done * 0.05 + (end - steps_done * 0.05) * i / 80 for i in range(81)]
-    curve = _loss_band(res, xs, level)
+    curve = _loss_band(res, xs, level, scale=batch)
     wl = best.get("workload") or best.get("name")
     if measured_steps:
         how = f"reached the target {tgt:.3g} at step {measured_steps:.0f} (measured)"
@@ -364,18 +368,18 @@ def convergence_section(results: Iterable[dict[str, Any]], *, level: float = 0.9
            "reachable": bool(measured_steps) or reachable, "reliable": reliable, "problems": problems, "measured": bool(measured_steps),
            "seconds_per_step": sec_per_step, "workload": wl, "level": level,
            "model_flops_per_step": _num(best.get("flops_per_step") or best.get("model_flops_per_step")),
-           "samples_per_s": _num(best.get("samples_per_s")), "mfu": _num(best.get("mfu"))}
+           "samples_per_s": thr, "mfu": _num(best.get("mfu")), "batch_size": batch}
     return {"ok": True, "summary": summary, "points": [{"step": p["step"], "loss": p["loss"]} for p in curve_pts],
-            "curve": curve, "fit": fit, "target": tgt}
+            "curve": curve, "fit": fit, "target": tgt, "result": res}
 
 
-def _loss_band(res, xs: Sequence[float], level: float, n_draws: int = 400) -> list[dict[str, Any]]:
+def _loss_band(res, xs: Sequence[float], level: float, n_draws: int = 400, scale: float = 1.0) -> list[dict[str, Any]]:
     """Fitted curve with a ``level`` band from parameter draws (multivariate normal on the fit's covariance)."""
     import numpy as np
 
     from hwmodels import convergence as hc
 
-    x = np.asarray(xs, dtype=float)
+    x = np.asarray(xs, dtype=float) * scale  # the fit's x is samples = step x batch
     mid = np.asarray(res.predict(x), dtype=float)
     lo = hi = [None] * len(xs)
     f = getattr(hc, "f_" + str(res.family), None)
@@ -390,87 +394,72 @@ def _loss_band(res, xs: Sequence[float], level: float, n_draws: int = 400) -> li
         Y = np.where(np.isfinite(Y), Y, np.nan)
         lo = np.nanquantile(Y, (1 - level) / 2, axis=0)
         hi = np.nanquantile(Y, (1 + level) / 2, axis=0)
-    return [{"step": float(x[i]), "loss": _num(mid[i]), "lo": _num(lo[i]), "hi": _num(hi[i])} for i in range(len(xs))]
+    return [{"step": float(xs[i]), "loss": _num(mid[i]), "lo": _num(lo[i]), "hi": _num(hi[i])} for i in range(len(xs))]
 
 
 # -- cost ------------------------------------------------------------------------------------
-def cost_rows(conv_fit: dict[str, Any], *, measured_node, candidates: Sequence[str] | None, pricing: Sequence[str],
-              dtype: str, utilization: float, utilization_range: tuple[float, float]) -> list[dict[str, Any]]:
-    """Time and cost to the target per (node, pricing mode), with intervals.
+def cost_rows(conv: dict[str, Any], *, measured_node, candidates: Sequence[str] | None, pricing: Sequence[str],
+              dtype: str, utilization: float, utilization_range: tuple[float, float],
+              throughput_repeats: Sequence[float] = (), level: float = 0.9):
+    """Time and cost to the target per (node, pricing mode) with intervals, via ``hwmodels.cost.CostModel``.
 
-    Training work to target W = steps_to_target x model FLOPs per step
-    (6N + attention accounting from ``workloads.flops``, PaLM appendix B).
-    Measured node: time = steps x measured seconds/step. Projected node:
-    time = W / (node peak FLOP/s (catalog, dense, ``dtype``) x utilization),
-    the interval from the steps interval and ``utilization_range``.
-    Cost = time [h] x price [USD/node-hour] (``NodeType.price_per_hour``).
+    Work to target (samples) comes from the convergence fit (its interval
+    propagates). Throughput: the measured node uses its measured samples/s
+    (every repeat of the same configuration); any other catalog node is
+    *projected*: samples/s = catalog dense ``dtype`` peak per node x
+    ``utilization`` / model FLOPs per sample (6N + attention accounting,
+    ``workloads.flops``, PaLM appendix B). Returns (rows, CostResult | None).
     """
+    from hwmodels.cost import CostModel, WorkloadInput
+
+    fit = conv.get("fit") or {}
+    res = conv.get("result")
+    tgt = conv.get("target")
+    if res is None or tgt is None or not fit.get("reachable"):
+        return [], None
     cat = _catalog()
-    steps = _num(conv_fit.get("steps_to_target"))
-    if not steps:
-        return []
-    s_lo = _num(conv_fit.get("lo")) or steps
-    s_hi = _num(conv_fit.get("hi")) or steps
-    fps = _num(conv_fit.get("model_flops_per_step"))
-    sps = _num(conv_fit.get("seconds_per_step"))
+    fps, batch = _num(fit.get("model_flops_per_step")), _num(fit.get("batch_size")) or 1.0
+    flops_per_sample = fps / batch if fps else None
     ids = list(candidates) if candidates else list(cat.ids())
-    u_lo, u_hi = sorted(utilization_range)
-    rows = []
+    inputs, basis = [], {}
     for nid in ids:
         nt = cat.get(nid)
-        is_measured = measured_node is not None and nt.id == measured_node.id
-        if is_measured and sps:
-            t, t_lo, t_hi, basis = steps * sps, s_lo * sps, s_hi * sps, "measured"
-        else:
-            if not fps or dtype not in nt.peaks:
-                continue
-            peak = nt.peak_flops_per_s(dtype, per="node")
-            t = steps * fps / (peak * utilization)
-            t_lo = s_lo * fps / (peak * u_hi)
-            t_hi = s_hi * fps / (peak * u_lo)
-            basis = "projected"
-        for mode in pricing:
-            if mode not in nt.modes:
-                continue
-            usd_h = nt.price_per_hour(mode)
-            if not math.isfinite(usd_h):
-                continue
-            rows.append({"node": nt.id, "pricing": mode, "label": f"{nt.id} / {mode}", "basis": basis,
-                         "usd_per_hour": usd_h, "time_to_target_s": t, "time_lo_s": t_lo, "time_hi_s": t_hi,
-                         "cost_usd": t / 3600 * usd_h, "lo": t_lo / 3600 * usd_h, "hi": t_hi / 3600 * usd_h})
-    rows.sort(key=lambda r: r["cost_usd"])
-    for i, r in enumerate(rows, 1):
-        r["rank"] = i
-    # Pareto front on (time, cost): no other row is at least as fast and as cheap, and strictly better in one
-    for r in rows:
-        r["pareto"] = not any(
-            o is not r and o["time_to_target_s"] <= r["time_to_target_s"] and o["cost_usd"] <= r["cost_usd"]
-            and (o["time_to_target_s"] < r["time_to_target_s"] or o["cost_usd"] < r["cost_usd"])
-            for o in rows
-        )
-    return rows
+        if measured_node is not None and nt.id == measured_node.id and (throughput_repeats or fit.get("samples_per_s")):
+            reps = tuple(x for x in (throughput_repeats or (fit["samples_per_s"],)) if x)
+            inputs.append(WorkloadInput(node=nid, samples_per_s=reps))
+            basis[nid] = "measured"
+        elif flops_per_sample and dtype in nt.peaks:
+            thr = nt.peak_flops_per_s(dtype, per="node") * utilization / flops_per_sample
+            inputs.append(WorkloadInput(node=nid, samples_per_s=(thr,)))
+            basis[nid] = "projected"
+    if not inputs:
+        return [], None
+    modes = tuple(m for m in pricing)
+    result = CostModel(catalog=cat, modes=modes, level=level).fit(inputs, convergence=res, target=tgt)
+    rows = []
+    for r in result.ranking():
+        if not math.isfinite(r["cost_usd"]):
+            continue
+        rows.append({**r, "basis": basis[r["node"]], "label": f"{r['node']} / {r['pricing']}",
+                     "usd_per_hour": r.get("price_usd_per_hour")})
+    return rows, result
 
 
-def sensitivity_rows(best: dict[str, Any], conv_fit: dict[str, Any], *, utilization: float,
-                     utilization_range: tuple[float, float], price_change: float = 0.2) -> list[dict[str, Any]]:
-    """One-at-a-time sensitivity of the best option's cost: each input at its low and high value.
-
-    cost = steps x (s/step) x price, so it scales linearly with steps and price
-    and (projected rows) inversely with utilization.
-    """
-    c = best["cost_usd"]
+def sensitivity_rows(best: dict[str, Any], result, *, utilization: float,
+                     utilization_range: tuple[float, float]) -> list[dict[str, Any]]:
+    """Tornado for the best option: ``hwmodels.cost`` one-at-a-time swings, plus the assumed
+    utilization of a projected node (cost scales as 1/utilization)."""
     out = []
-    steps = _num(conv_fit.get("steps_to_target"))
-    if steps:
-        out.append({"input": "steps to target (convergence interval)",
-                    "low_usd": c * (_num(conv_fit.get("lo")) or steps) / steps,
-                    "high_usd": c * (_num(conv_fit.get("hi")) or steps) / steps})
+    if result is not None:
+        for r in result.sensitivity(best["node"], best["pricing"]):
+            lo, hi = _num(r.get("cost_at_low")), _num(r.get("cost_at_high"))
+            if lo is not None and hi is not None:
+                out.append({"input": r["input"], "low_usd": min(lo, hi), "high_usd": max(lo, hi)})
     if best["basis"] == "projected":
+        c = best["cost_usd"]
         u_lo, u_hi = sorted(utilization_range)
-        out.append({"input": f"utilization {u_lo:.2f}..{u_hi:.2f}", "low_usd": c * utilization / u_hi,
+        out.append({"input": f"assumed MFU {u_lo:.2f}..{u_hi:.2f} (projection)", "low_usd": c * utilization / u_hi,
                     "high_usd": c * utilization / u_lo})
-    out.append({"input": f"price +-{price_change:.0%}", "low_usd": c * (1 - price_change),
-                "high_usd": c * (1 + price_change)})
     return sorted(out, key=lambda r: r["high_usd"] - r["low_usd"], reverse=True)
 
 
@@ -550,6 +539,17 @@ def _kernel_records(store: Store, plan: str | None, kind: str) -> list[dict[str,
     return out
 
 
+def _throughput_repeats(workloads: list[dict[str, Any]], fit: dict[str, Any]) -> list[float]:
+    """samples/s of every ok single-process run of the fitted workload at the same global batch."""
+    out = []
+    for r in workloads:
+        p = r.get("params") or {}
+        if (r.get("workload") == fit.get("workload") and r.get("status") == "ok" and int(p.get("nprocs") or 1) == 1
+                and _num(p.get("batch_size")) == _num(fit.get("batch_size")) and _num(r.get("samples_per_s"))):
+            out.append(float(r["samples_per_s"]))
+    return out
+
+
 def _prefer(rows: list[dict[str, Any]], notebook: str) -> list[dict[str, Any]]:
     """The rows written by ``notebook`` when there are any, else all rows."""
     mine = [r for r in rows if r.get("notebook") == notebook]
@@ -588,11 +588,19 @@ def build_report(*, store: Store | str | Path | None = None, plan: str | None = 
             sections[key] = {"ok": False, "summary": f"{key}: fit failed: {type(exc).__name__}: {exc}",
                              "points": [], "curve": [], "ceilings": [], "fit": {}}
     conv = sections["convergence"]
-    rows = cost_rows(conv["fit"], measured_node=mnode, candidates=candidates, pricing=pricing, dtype=dtype,
-                     utilization=utilization, utilization_range=utilization_range) if conv["ok"] else []
+    reps = _throughput_repeats(workloads, conv.get("fit") or {})
+    try:
+        rows, cost_result = cost_rows(conv, measured_node=mnode, candidates=candidates, pricing=pricing,
+                                      dtype=dtype, utilization=utilization, utilization_range=utilization_range,
+                                      throughput_repeats=reps) if conv["ok"] else ([], None)
+    except ValueError as exc:  # hwmodels.errors.ModelInputError
+        rows, cost_result = [], None
+        conv["summary"] += f" (cost model: {exc})"
     ranking = pd.DataFrame(rows)
-    sens = sensitivity_rows(rows[0], conv["fit"], utilization=utilization,
+    sens = sensitivity_rows(rows[0], cost_result, utilization=utilization,
                             utilization_range=utilization_range) if rows else []
+    breakeven = pd.DataFrame(cost_result.break_even()) if cost_result is not None else pd.DataFrame()
+    cost_notes = list(cost_result.notes) if cost_result is not None else []
 
     chart_objs = {
         "roofline": charts.roofline(sections["roofline"]["points"], sections["roofline"].get("ceilings")),
@@ -631,6 +639,10 @@ def build_report(*, store: Store | str | Path | None = None, plan: str | None = 
         blocks.append(("html", _table_html(show)))
     else:
         blocks.append(("html", "<p class='note'>no ranking: no convergence result to price</p>"))
+    if not breakeven.empty:
+        blocks.append(("html", "<h2>Buy vs rent: break-even utilization</h2>" + _table_html(breakeven)))
+    if cost_notes:
+        blocks.append(("html", "<p class='note'>" + "<br>".join(_html.escape(n) for n in cost_notes) + "</p>"))
     blocks.append(("html", "<h2>Assumptions</h2>" + _assumptions_html(conv["fit"], mnode, dtype, utilization,
                                                                       utilization_range, pricing, candidates)))
     for name, heading in (("cost", "Cost per convergence"), ("pareto", "Time-cost Pareto front"),
@@ -652,15 +664,19 @@ def build_report(*, store: Store | str | Path | None = None, plan: str | None = 
 def _assumptions_html(fit, mnode, dtype, utilization, urange, pricing, candidates) -> str:
     items = [
         f"<span class='measured'>measured</span>: rows of the measured node ({_html.escape(mnode.id if mnode else 'none')})"
-        " use its measured seconds per step x steps to target.",
-        f"<span class='projected'>projected</span>: every other node: steps to target x model FLOPs per step / "
-        f"(catalog dense {dtype} peak per node x utilization {utilization:.2f}); interval uses utilization "
-        f"{min(urange):.2f}..{max(urange):.2f} and the convergence interval. These are not measurements.",
-        "prices: catalog USD per node-hour per pricing mode (on_prem: capex / (amortization years x 8760 h x "
+        " use its measured training throughput (samples/s, every repeat of the same configuration).",
+        f"<span class='projected'>projected</span>: every other node: samples/s = catalog dense {dtype} peak per node x "
+        f"assumed MFU {utilization:.2f} / model FLOPs per sample. These are not measurements; the sensitivity chart "
+        f"shows the cost for MFU {min(urange):.2f}..{max(urange):.2f}. The projection counts FLOPs only: for a model this "
+        "small an accelerator step is bound by launch latency and input pipeline, which it does not model, so it "
+        "flatters accelerators; decide on a workload of the size you will train.",
+        "work to target: samples to the target eval loss from the convergence fit (its interval propagates into the "
+        "cost interval, Monte Carlo, hwmodels.cost); the same for every node (same global batch).",
+        "prices: catalog USD per node-hour per pricing mode (on_prem: capex / (amortization years x 8766 h x "
         "catalog utilization) + power x PUE x USD/kWh); modes compared: " + ", ".join(pricing) + ".",
         f"workload: {_html.escape(str(fit.get('workload')))}, target eval loss {fit.get('target')}, steps to target "
-        f"{_fmt(fit.get('steps_to_target'))} ({'measured' if fit.get('measured') else 'extrapolated'}), "
-        f"model FLOPs/step {_fmt(fit.get('model_flops_per_step'), 'FLOP')}.",
+        f"{_fmt(fit.get('steps_to_target'))} ({'reached in the measured run' if fit.get('measured') else 'extrapolated'}), "
+        f"model FLOPs/step {_fmt(fit.get('model_flops_per_step'), 'FLOP')}, global batch {_fmt(fit.get('batch_size'))}.",
     ]
     return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
 
