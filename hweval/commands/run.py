@@ -97,7 +97,8 @@ def run(plan_path, out_dir, jobs, resume, force, backend, timeout_s, dry_run, no
         if backend == "slurm":
             from hweval.slurm import run_plan
 
-            res = run_plan(plan, todo, out_dir=out, store=store, run_id=run_id, resume=resume, force=force)
+            res = run_plan(plan, todo, out_dir=out, store=store, run_id=run_id, resume=resume, force=force,
+                           progress=not no_progress)
             if isinstance(res, dict):
                 statuses.update({k: str(v) for k, v in res.items()})
             else:  # the backend only wrote records: read them back
