@@ -38,6 +38,20 @@ from hwmodels.results import single_thread_blas, t_quantile
 METHODS = ("envelope", "lsq")
 
 
+def fma_ceiling(peak_flops_per_s: float, fma_fraction: float) -> float:
+    """Compute ceiling of a kernel whose FP instructions are a fraction ``f`` FMAs.
+
+    The datasheet peak counts every instruction as an FMA (2 FLOP); with a
+    fraction ``f`` of FMAs and ``1-f`` single-FLOP instructions at the same
+    issue rate the reachable rate is ``peak * (2f + (1-f)) / 2 = peak * (1+f)/2``
+    (Yang, "8 Steps to 3.7 TFLOP/s on NVIDIA V100 GPU", arXiv:2008.11326, 2020:
+    6.7 TFLOP/s x (1+0.58)/2 = 5.3 TFLOP/s).
+    """
+    if not 0.0 <= fma_fraction <= 1.0:
+        raise ModelInputError(f"fma_fraction must be in [0, 1], got {fma_fraction}")
+    return peak_flops_per_s * (1.0 + fma_fraction) / 2.0
+
+
 def _frame(data: Any, dtype: str | None, level: str | None):
     import pandas as pd
 

@@ -295,3 +295,55 @@ def test_roofline_conf_int_at_other_alpha():
     wide, narrow = r.conf_int(0.05), r.conf_int(0.5)
     for k in wide:
         assert wide[k][0] < narrow[k][0] < narrow[k][1] < wide[k][1]
+
+
+def test_roofline_published_v100_gpp_placement():
+    from hwmodels.catalog import parse_node
+    from hwmodels.roofline import fma_ceiling
+
+    d = _read("roofline_v100_gpp.csv").set_index("quantity")["value"].astype(float)
+    peak = d["sm_count"] * d["fp64_fma_units_per_sm"] * 2 * d["clock_GHz"] * 1e9
+    assert peak / 1e12 == pytest.approx(d["peak_tflops"], abs=0.05)  # 6.72 -> "6.7 TFLOP/s"
+    v100 = parse_node({
+        "id": "v100-test", "name": "V100 (test)", "kind": "gpu",
+        "accelerators": {"per_node_count": 1, "source": "one GPU, for this test"},
+        "peak": {"fp64": {"dense_tflops": peak / 1e12, "source": "arXiv:2008.11326 at 1312 MHz",
+                          "derivation": {"units_count": d["sm_count"],
+                                         "flops_per_clock_per_unit_count": 2 * d["fp64_fma_units_per_sm"],
+                                         "clock_GHz": d["clock_GHz"], "source": "Tesla V100 whitepaper"}}},
+        "memory": {"capacity_GB": 16, "bandwidth_GBps": 900, "source": "Tesla V100 datasheet (900 GB/s HBM2)"},
+        "links": {"intra_node_GBps": 300, "inter_node_Gbps": 100, "source": "V100 datasheet NVLink 300 GB/s"},
+        "power": {"tdp_watts": 300, "node_watts": 300, "source": "V100 SXM2 300 W"},
+        "pricing": {m: {"available": False, "source": "not priced in this test"}
+                    for m in ("on_demand", "reserved", "spot", "on_prem")},
+    }, "v100-test")
+    # the kernel is placed in the compute-bound region (intensity 50 FLOP/B, above the ridge 6.7e12/9e11)
+    flops = 3.7e12
+    pt = pd.DataFrame({"flops": [flops], "bytes": [flops / 50], "seconds": [1.0], "dtype": ["fp64"], "level": ["hbm"]})
+    ceilings = Roofline().fit(pd.DataFrame({"flops": [peak, 1.0], "bytes": [1.0, 9e11], "seconds": [1.0, 1.0],
+                                            "dtype": ["fp64", "fp64"], "level": ["hbm", "hbm"]}))
+    placed = ceilings.place(pt, node=v100)
+    assert placed["bound"].iloc[0] == "compute"
+    assert placed["efficiency_datasheet"].iloc[0] == pytest.approx(d["efficiency_vs_peak"], abs=0.01)
+    custom = fma_ceiling(peak, d["fma_ratio"])
+    assert custom / 1e12 == pytest.approx(d["customized_peak_tflops"], abs=0.05)
+    assert flops / custom == pytest.approx(d["efficiency_vs_customized"], abs=0.01)
+    # the same datasheet entry with the figure doubled (a "with sparsity"-style slip) is rejected
+    with pytest.raises(ModelInputError, match="derivation"):
+        parse_node(_v100_dict_with_peak(peak * 2 / 1e12, d), "v100-bad")
+
+
+def _v100_dict_with_peak(tflops, d):
+    return {
+        "id": "v100-bad", "name": "V100 (bad)", "kind": "gpu",
+        "accelerators": {"per_node_count": 1, "source": "one GPU, for this test"},
+        "peak": {"fp64": {"dense_tflops": tflops, "source": "doubled on purpose",
+                          "derivation": {"units_count": d["sm_count"],
+                                         "flops_per_clock_per_unit_count": 2 * d["fp64_fma_units_per_sm"],
+                                         "clock_GHz": d["clock_GHz"], "source": "Tesla V100 whitepaper"}}},
+        "memory": {"capacity_GB": 16, "bandwidth_GBps": 900, "source": "Tesla V100 datasheet"},
+        "links": {"intra_node_GBps": 300, "inter_node_Gbps": 100, "source": "V100 datasheet"},
+        "power": {"tdp_watts": 300, "node_watts": 300, "source": "V100 SXM2 300 W"},
+        "pricing": {m: {"available": False, "source": "not priced in this test"}
+                    for m in ("on_demand", "reserved", "spot", "on_prem")},
+    }
