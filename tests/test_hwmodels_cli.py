@@ -177,9 +177,13 @@ def test_cost_from_store_run_id(cli, store_path):
 
     fp_cpu = {"cpu_model": "AMD EPYC", "cpu_flags": {"avx512f": True, "avx512_bf16": True}, "cores_usable": 2,
               "gpus": [], "node_id": "n1"}
-    curve = [{"step": s, "samples": s * 8, "loss": 20 * (s * 8) ** -0.3 + 1.5} for s in range(10, 2000, 100)]
-    recs = [Record(kind="workload", name="tiny_gpt", run_id="run-A", fingerprint=fp_cpu,
+    # the workloads runner's curve shape: step, tokens, seconds, loss (samples = step x params.batch_size)
+    curve = [{"step": s, "tokens": s * 8 * 64, "seconds": s * 0.1, "loss": 20 * (s * 8) ** -0.3 + 1.5}
+             for s in range(10, 2000, 100)]
+    recs = [Record(kind="workload", name="tiny_gpt", run_id="run-A", fingerprint=fp_cpu, params={"batch_size": 8},
                    metrics={"samples_per_s": 50.0 + i, "loss_curve": curve}) for i in range(3)]
+    recs.append(Record(kind="workload", name="tiny_gpt", run_id="run-A", fingerprint=fp_cpu,
+                       metrics={"samples_per_s": 51.0, "loss_curve": curve}))  # no batch_size: curve unusable
     recs.append(Record(kind="workload", name="tiny_gpt", run_id="run-A", fingerprint=fp_cpu, status="oom", metrics={}))
     recs.append(Record(kind="workload", name="tiny_gpt", run_id="run-A", fingerprint={"cpu_model": "Apple M2"},
                        metrics={"samples_per_s": 9.0}))
@@ -189,5 +193,10 @@ def test_cost_from_store_run_id(cli, store_path):
     r = cli("cost", "--workload-results", "run-A", "--target", "loss=2.5", "--json")
     out = _json(r)
     assert {x["node"] for x in out["rows"]} == {"cpu-epyc-zen4-2c", "h100-sxm"}
-    assert out["bad_rows"]["count"] == 1  # the Apple M2 record matches no catalog entry
+    assert out["bad_rows"]["count"] == 2  # Apple M2 matches no catalog entry; one curve lacks batch_size
     assert any("status oom" in n for n in out["notes"])
+    assert any("batch_size" in n for n in out["notes"])
+    # 20 * x^-0.3 + 1.5 = 2.5 at x = 20^(1/0.3) samples; the CPU row's time is that / mean samples/s
+    x_true = 20 ** (1 / 0.3)
+    cpu = next(x for x in out["rows"] if x["node"] == "cpu-epyc-zen4-2c")
+    assert cpu["time_to_target_s"] == pytest.approx(x_true / np.mean([50, 51, 52, 51]), rel=0.02)

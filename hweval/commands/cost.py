@@ -28,7 +28,7 @@ from hweval.errors import InputError
 
 MODES = ("on_demand", "reserved", "spot", "on_prem")
 THROUGHPUT_KEYS = ("samples_per_s", "throughput_samples_per_s", "samples_per_sec")
-X_KEYS = ("samples", "x", "tokens", "step")
+X_KEYS = ("samples", "x")  # samples seen; "step" is converted with params.batch_size
 LOSS_KEYS = ("loss", "eval_loss", "value")
 
 
@@ -58,24 +58,36 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _curve_points(curve: Any) -> list[tuple[float, float]] | None:
-    """Loss-curve points from the shapes a workload record may hold; None if malformed."""
+def _curve_points(curve: Any, batch_size: float | None = None) -> list[tuple[float, float]] | None:
+    """Loss-curve points (samples seen, loss) from the shapes a workload record may hold; None if malformed.
+
+    Accepts a list of dicts (``samples`` or ``x``, or ``step`` x ``batch_size``;
+    ``loss``/``eval_loss``/``value``), a dict of lists, or ``[x, loss]`` pairs.
+    Token counts are not used as x: throughput is in samples/s.
+    """
     pts = []
     if isinstance(curve, dict):
-        xk = next((k for k in X_KEYS if k in curve), None)
+        keys = X_KEYS + (("step",) if batch_size else ())
+        xk = next((k for k in keys if k in curve), None)
         lk = next((k for k in LOSS_KEYS if k in curve), None)
         if xk is None or lk is None or not isinstance(curve[xk], list) or not isinstance(curve[lk], list):
             return None
-        curve = [{"x": a, "loss": b} for a, b in zip(curve[xk], curve[lk])]
+        curve = [{xk: a, "loss": b} for a, b in zip(curve[xk], curve[lk])]
     if not isinstance(curve, list):
         return None
     for p in curve:
         if isinstance(p, dict):
             xk = next((k for k in X_KEYS if k in p and _num(p[k]) is not None), None)
             lk = next((k for k in LOSS_KEYS if k in p and _num(p[k]) is not None), None)
-            if xk is None or lk is None:
+            if xk is None and batch_size and _num(p.get("step")) is not None:
+                x = _num(p["step"]) * batch_size
+            elif xk is not None:
+                x = _num(p[xk])
+            else:
                 return None
-            x, y = _num(p[xk]), _num(p[lk])
+            if lk is None:
+                return None
+            y = _num(p[lk])
         elif isinstance(p, list | tuple) and len(p) >= 2:
             x, y = _num(p[0]), _num(p[1])
         else:
@@ -130,9 +142,10 @@ def _from_store(run_id: str, store_path: str | None, catalog):
         thr = next((_num(metrics[k]) for k in THROUGHPUT_KEYS if _num(metrics.get(k)) is not None), None)
         tt = _num(metrics.get("time_to_target_s"))
         curve = metrics.get("loss_curve")
-        pts = _curve_points(curve) if curve else []
+        batch = _num(params.get("batch_size")) or _num(metrics.get("batch_size"))
+        pts = _curve_points(curve, batch) if curve else []
         if pts is None:
-            fail("metrics.loss_curve is malformed")
+            fail("metrics.loss_curve is malformed (needs samples or step with params.batch_size, and loss)")
             pts = []
         if thr is None and tt is None and not pts:
             fail("no samples_per_s, time_to_target_s or loss_curve in metrics")
