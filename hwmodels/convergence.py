@@ -130,6 +130,9 @@ class ConvergenceResult(FitResult):
             x_hat = points[self.family]
             reachable = math.isfinite(x_hat)
         problems = []
+        if self.meta.get("theta_at_grid_edge"):
+            problems.append(f"the {self.family} fit's {self.names[1]} sits at the edge of the searched range; "
+                            "the data do not look like a decaying loss curve")
         if not reachable:
             problems.append(f"unreachable: target {target:g} is at or below the fitted asymptote "
                             f"{self.asymptote:.4g} of the {self.family} fit")
@@ -203,7 +206,7 @@ class Convergence:
         cands = {f: {"aic": r.aic, "aicc": r.aicc, "bic": r.bic, "rss": r.rss, "weight": w[f] / tot} for f, r in fits.items()}
         r = fits[best]
         return ConvergenceResult(model=best, names=r.names, values=r.values, cov=r.cov, n=r.n, dof=r.dof, rss=r.rss,
-                                 meta={"select": self.select}, family=best, x_max=float(xs.max()), candidates=cands,
+                                 meta={"select": self.select, **r.meta}, family=best, x_max=float(xs.max()), candidates=cands,
                                  others={f: v for f, v in fits.items() if f != best}, select=self.select)
 
     @staticmethod
