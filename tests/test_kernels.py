@@ -432,3 +432,13 @@ def test_noise_warning_is_a_bool_and_nan_free_json():
     d = res.to_json()
     assert isinstance(d["noise_warning"], bool)
     assert all(not (isinstance(v, float) and math.isnan(v)) for v in d.values())
+
+
+def test_h2d_copy_is_skipped_with_reason_in_a_sweep(store_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    (r,) = R.sweep("h2d_copy", [{"size_bytes": "1MiB", "pinned": "false"}])
+    assert r.status == "skipped" and "needs a CUDA device" in r.error
+    assert list(Store(store_path).records()["status"]) == ["skipped"]

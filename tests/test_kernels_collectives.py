@@ -37,3 +37,13 @@ def test_bad_world_size_is_input_error():
 
     with pytest.raises(InputError, match=r"all_gather\.world_size: must be <= 64"):
         R.validate_params("all_gather", {"world_size": "100"})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter", "broadcast"])
+def test_other_collectives_pass_their_rank_checks(op):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = R.run(op, {"size_bytes": "8KiB"}, record=False, warmup_ms=1, measure_ms=10)
+    assert r.ok, r.error
+    assert r.extra["busbw_Bps"] == pytest.approx(r.extra["algbw_Bps"] * bus_factor(op, 2))
