@@ -30,7 +30,6 @@ import numpy as np
 from hweval.errors import InputError
 from kernels import _util as U
 from kernels.registry import (
-    DEFAULT_WARMUP_MS,
     Kernel,
     KernelResult,
     Param,
@@ -455,4 +454,4 @@ register(
     )
 )
 
-__all__ = ["DEFAULT_WARMUP_MS", "shape_sweep", "square_shapes", "transformer_shapes"]
+__all__ = ["shape_sweep", "square_shapes", "transformer_shapes"]
