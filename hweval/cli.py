@@ -59,7 +59,8 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
     try:
-        cli.main(args=argv, prog_name="hweval", standalone_mode=False)
+        # with standalone_mode=False click returns (not raises) a command's ctx.exit(code)
+        rc = cli.main(args=argv, prog_name="hweval", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except BrokenPipeError:
         return 0
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
