@@ -112,7 +112,7 @@ def lm_tiny() -> TransformerLMConfig:
 
 def lm_small() -> TransformerLMConfig:
     return TransformerLMConfig(layers=4, width=128, heads=4, seq_len=128, batch_size=16, max_steps=300,
-                               eval_every=25, eval_batches=4, lr=2e-3, warmup_steps=20, target_loss=2.2)
+                               eval_every=25, eval_batches=4, lr=2e-3, warmup_steps=20, target_loss=2.4)
 
 
 def lm_medium() -> TransformerLMConfig:
@@ -207,7 +207,7 @@ WORKLOADS: dict[str, Workload] = {
             target="held-out cross-entropy in nats/byte (preset target_loss)",
             config_cls=TransformerLMConfig,
             presets={"tiny": lm_tiny, "small": lm_small, "medium": lm_medium},
-            split=_lm_split, flops=_lm_flops, default_target=lambda cfg, split: 2.2,
+            split=_lm_split, flops=_lm_flops, default_target=lambda cfg, split: 2.4,  # nats/byte; a 4x128 model reaches it in ~300 steps
             torch_module=_lm_module, samples_unit="sequences",
             tokens_per_sample=lambda cfg: cfg.seq_len,
         ),

@@ -201,7 +201,7 @@ def _make_backend(w: Any, cfg: Any, split: Any, ctx: Any) -> Any:
     return TorchBackend(module=w.torch_module(cfg, split), cfg=cfg, ctx=ctx)
 
 
-def train_local(name: str, cfg_or_dict: Any) -> dict[str, Any]:
+def train_local(name: str, cfg_or_dict: Any, callback: Any = None) -> dict[str, Any]:
     """Train in this process (joining the process group when launched with WORLD_SIZE > 1)."""
     from workloads import distributed, registry
 
@@ -219,7 +219,7 @@ def train_local(name: str, cfg_or_dict: Any) -> dict[str, Any]:
                 cfg = replace(cfg, nprocs=ctx.world)
             else:
                 raise InputError(f"{name}.nprocs ({cfg.nprocs}) differs from the launcher's WORLD_SIZE ({ctx.world})")
-        return _train(w, cfg, ctx).to_json()
+        return _train(w, cfg, ctx, callback).to_json()
     finally:
         if threads_before is not None:
             import torch
@@ -229,7 +229,7 @@ def train_local(name: str, cfg_or_dict: Any) -> dict[str, Any]:
             distributed.shutdown()
 
 
-def _train(w: Any, cfg: Any, ctx: Any) -> TrainResult:
+def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None) -> TrainResult:
     import numpy as np
 
     from workloads import checkpoint as ckpt
@@ -287,6 +287,8 @@ def _train(w: Any, cfg: Any, ctx: Any) -> TrainResult:
     side = {"s": 0.0, "t_timed": None}  # eval + checkpoint seconds inside the timed loop; its start
 
     def eval_point(at_step: int) -> float:
+        nonlocal peak_rss
+        peak_rss = max(peak_rss, rss())
         t_ev = time.perf_counter()
         loss = backend.evaluate(eval_set)
         tl = float(np.mean(train_losses)) if train_losses else None
@@ -321,7 +323,8 @@ def _train(w: Any, cfg: Any, ctx: Any) -> TrainResult:
             if len(step_times) > WARMUP_STEPS:
                 for k, v in laps.items():
                     phase_sums[k] = phase_sums.get(k, 0.0) + v
-            peak_rss = max(peak_rss, rss())
+            if not step & 7:  # every 8th step (~2 us a probe); also at each eval point below
+                peak_rss = max(peak_rss, rss())
             if not math.isfinite(loss):
                 status, error = "diverged", f"training loss {loss} at step {step}"
                 break
@@ -345,6 +348,8 @@ def _train(w: Any, cfg: Any, ctx: Any) -> TrainResult:
                     import torch.distributed as dist
 
                     dist.barrier()
+            if callback is not None:
+                callback(step, loss)
             if cfg.max_time_s and time.perf_counter() - t_loop > cfg.max_time_s:
                 if not (reached and cfg.stop_at_target):
                     status, error = "timeout", f"max_time_s ({cfg.max_time_s}) exceeded at step {step}"
@@ -441,14 +446,16 @@ UNITS = {
 
 def run(name: str, params: dict[str, Any] | None = None, *, target_loss: float | None = None,
         max_steps: int | None = None, max_time_s: float | None = None, store: Any = None,
-        record: bool = True) -> TrainResult:
+        record: bool = True, callback: Any = None) -> TrainResult:
     """Train workload ``name`` with ``params`` (raw ``--set`` strings or typed values; ``preset`` selects one).
 
     ``nprocs > 1`` launches that many local torch.distributed processes unless
     this process was itself launched by torchrun/srun (then it is one rank).
     The result is appended to the store as ``Record(kind="workload")`` (by
     rank 0 only) unless ``record=False``; bad input raises ``InputError``
-    before anything runs or is written.
+    before anything runs or is written. ``callback(step, loss)``, if given, is
+    called after every step (single-process runs only; the overhead benchmark
+    uses it to interleave a bare loop step by step).
     """
     from hweval.store import Record, Store
     from workloads import distributed, registry
@@ -473,9 +480,14 @@ def run(name: str, params: dict[str, Any] | None = None, *, target_loss: float |
             out = distributed.launch(name, cfg.to_dict(), cfg.nprocs, timeout_s=timeout)
             result = TrainResult.from_json(out)
         else:
-            result = TrainResult.from_json(train_local(name, cfg))
-    except Fault as exc:
-        result = TrainResult(workload=name, params=cfg.to_dict(), status=exc.status, error=str(exc),
+            result = TrainResult.from_json(train_local(name, cfg, callback))
+    except InputError:
+        raise
+    except Exception as exc:  # a crash outside the step loop: recorded as a fault, not lost
+        status = exc.status if isinstance(exc, Fault) else ("oom" if _is_oom(exc) else "failed")
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        result = TrainResult(workload=name, params=cfg.to_dict(), status=status,
+                             error=msg if isinstance(exc, Fault) else f"{type(exc).__name__}: {msg}",
                              framework=cfg.framework, world_size=cfg.nprocs)
     is_main = in_world is None or in_world[0] == 0
     if st is not None and is_main:

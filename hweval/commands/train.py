@@ -31,15 +31,15 @@ def train(workload, sets, target_loss, max_steps, max_time_s, as_json, list_only
     """Train WORKLOAD on real data; report throughput, MFU and time to the target loss."""
     from workloads import registry, runner
 
-    if list_only or not workload:
+    if not workload and not list_only:
+        raise click.UsageError("missing WORKLOAD; valid choices: " + ", ".join(registry.list_workloads()))
+    if list_only:
         rows = [registry.get(n).describe() for n in registry.list_workloads()]
         if as_json:
             echo_json({"workloads": rows})
         else:
             for r in rows:
                 click.echo(f"{r['name']:24s} {r['description']} (presets: {', '.join(r['presets'])})")
-        if not workload and not list_only:
-            raise click.UsageError("missing WORKLOAD; valid choices: " + ", ".join(registry.list_workloads()))
         return
     params = parse_sets(sets)
     store = None if no_record else open_store(store_path, write=True)

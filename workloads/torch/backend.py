@@ -58,6 +58,8 @@ class TorchBackend:
             self.loss_fn = torch.compile(self.ddp if self.ddp is not None else _LossWrap(module))
         self.model.train()
         self._on_cpu = self.device.type == "cpu"
+        self._params = list(self.model.parameters())
+        self._fast = cfg.grad_accum == 1 and self.world == 1 and cfg.precision != "bf16_autocast"
         kw: dict[str, Any] = {"lr": cfg.lr, "weight_decay": cfg.weight_decay}
         if cfg.optimizer_impl == "fused":
             kw["fused"] = True
@@ -88,6 +90,15 @@ class TorchBackend:
     # -- one optimizer step -------------------------------------------------------------
     def step(self, step: int, micro: list[tuple[torch.Tensor, ...]], ph: PhaseTimer) -> float:
         cfg, n = self.cfg, len(micro)
+        if self._fast:  # one micro-batch, one process, fp32: no context managers on the hot path
+            loss = self.loss_fn(*micro[0])
+            if cfg.inject_nan_at_step and step == cfg.inject_nan_at_step:
+                loss = loss * float("nan")
+            ph.lap("forward")
+            loss.backward()
+            ph.lap("backward")
+            value = loss.item()
+            return self._optimize(value, ph)
         total = None
         for i, mb in enumerate(micro):
             last = i == n - 1
@@ -124,11 +135,14 @@ class TorchBackend:
             ph.lap("communication")
         else:
             value = total.item()
+        return self._optimize(value, ph)
+
+    def _optimize(self, value: float, ph: PhaseTimer) -> float:
         if not math.isfinite(value):
             self.opt.zero_grad(set_to_none=True)
             return value
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        if self.cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self._params, self.cfg.grad_clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.sched.step()
