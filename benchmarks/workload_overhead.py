@@ -55,13 +55,14 @@ class BareLoop:
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt,
                                                        lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.model.train()
+        self.params = list(self.model.parameters())  # as any tuned loop does (no module walk per step)
 
     def step(self, step: int) -> float:
         cfg = self.cfg
         x, y = (torch.from_numpy(a) for a in self.split.batch(cfg.seed, step, cfg.batch_size))
         loss = self.model.loss(x, y)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.sched.step()

@@ -322,3 +322,14 @@ def test_cli_diverged_exits_1_with_json(cli, store_path):
     r = cli("train", "mlp_regressor", "--set", "preset=tiny", "--set", "inject_nan_at_step=2", "--json")
     assert r.returncode == 1
     assert json.loads(r.stdout)["status"] == "diverged"
+
+
+@pytest.mark.slow
+def test_torch_compile_matches_eager():
+    """torch.compile on CPU (inductor + gcc): same losses as eager within float tolerance."""
+    base = lm(max_steps=3, eval_every=3)
+    a = workloads.run("transformer_lm", base, record=False).to_json()
+    b = workloads.run("transformer_lm", {**base, "compile": True}, record=False).to_json()
+    assert b["status"] == "ok", b["error"]
+    np.testing.assert_allclose([p["loss"] for p in b["loss_curve"]], [p["loss"] for p in a["loss_curve"]],
+                               rtol=1e-3)
