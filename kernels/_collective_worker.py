@@ -84,8 +84,10 @@ def main(path: str) -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     device = cfg["device"]
     if device.startswith("cuda"):
-        torch.cuda.set_device(rank % torch.cuda.device_count())
-        device = f"cuda:{rank % torch.cuda.device_count()}"
+        # the launcher's (torchrun/srun) local rank picks the GPU on a multi-node job
+        local = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", rank))) % torch.cuda.device_count()
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
     torch.set_num_threads(cfg.get("threads", 1))
     dist.init_process_group(cfg["backend"], rank=rank, world_size=world)
     results = []
@@ -111,11 +113,26 @@ def main(path: str) -> int:
             reps = int(min(cfg["max_reps"], max(cfg["min_reps"], cfg["measure_s"] / max(est.item(), 1e-9))))
             times = []
             dist.barrier()
-            for _ in range(reps):
-                t = time.perf_counter()
-                _op(op, inp, out, world)
-                sync()
-                times.append(time.perf_counter() - t)
+            if device.startswith("cuda"):
+                # nccl-tests style: CUDA events around a batch of back-to-back ops, so a
+                # host sync per op does not inflate small-message latency; each sample is
+                # the batch time / batch size (batch sized to ~1 ms from the warm-up)
+                batch = max(1, min(1000, int(1e-3 / max(est.item(), 1e-9))))
+                reps = max(cfg["min_reps"], reps // batch)
+                for _ in range(reps):
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(batch):
+                        _op(op, inp, out, world)
+                    end.record()
+                    end.synchronize()
+                    times.append(start.elapsed_time(end) * 1e-3 / batch)
+            else:
+                for _ in range(reps):
+                    t = time.perf_counter()
+                    _op(op, inp, out, world)
+                    sync()
+                    times.append(time.perf_counter() - t)
             tt = torch.tensor(times, dtype=torch.float64, device=device)
             dist.all_reduce(tt, op=dist.ReduceOp.MAX)
             results.append({"status": "ok", "times_s": tt.cpu().tolist(), "warmup_n": cfg["warmup"]})

@@ -88,7 +88,7 @@ def _sdpa_probe(backend: str, dtype: str, causal: bool, head_dim: int, device: s
         with sdpa_kernel([getattr(SDPBackend, _SDP[backend])]):
             F.scaled_dot_product_attention(q, q, q, is_causal=causal)
         if _cuda(device):
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(torch.device(device))
     except RuntimeError as exc:
         return str(exc).splitlines()[0][:160]
     return None

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from hweval import telemetry
 from hweval.errors import Fault, InputError, OutOfMemory, choices_error
 from hweval.store import Record, Store
 from hweval.timing import Measurement, benchmark
@@ -514,7 +515,7 @@ def _check_supported(kernel: Kernel, params: dict[str, Any], device: str) -> Non
 # ---------------------------------------------------------------------------------
 # checking and running
 # ---------------------------------------------------------------------------------
-def check(kernel: Kernel, params: dict[str, Any], setup: Setup) -> float | None:
+def check(kernel: Kernel, params: dict[str, Any], setup: Setup, device: str = "cpu") -> float | None:
     """Compare the kernel's output with its higher-precision reference; returns the error."""
     if setup.reference is None:
         return None
@@ -527,7 +528,7 @@ def check(kernel: Kernel, params: dict[str, Any], setup: Setup) -> float | None:
     elif setup.sync == "cuda":
         import torch
 
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(torch.device(device) if device.startswith("cuda") else None)
     err = max_rel_error(out, expected)
     if not err <= setup.tolerance:
         raise KernelCheckError(
@@ -611,20 +612,21 @@ def time_kernel(
     try:
         check_fits(kernel, params, device)
         setup = kernel.build(params, device)
-        err = check(kernel, params, setup) if do_check else None
+        err = check(kernel, params, setup, device) if do_check else None
         setup.enter()
-        m = benchmark(
-            setup.fn,
-            inputs=setup.inputs,
-            label=f"{kernel.name}",
-            warmup_ms=warmup_ms,
-            measure_ms=measure_ms,
-            sync=setup.sync,
-            flusher=setup.flusher,
-            device=device,
-            cuda_events=setup.cuda_events,
-            metadata={**setup.metadata, "check_error": err},
-        )
+        with telemetry.for_device(device) as tel:
+            m = benchmark(
+                setup.fn,
+                inputs=setup.inputs,
+                label=f"{kernel.name}",
+                warmup_ms=warmup_ms,
+                measure_ms=measure_ms,
+                sync=setup.sync,
+                flusher=setup.flusher,
+                device=device,
+                cuda_events=setup.cuda_events,
+                metadata={**setup.metadata, "check_error": err},
+            )
     except KernelCheckError:
         raise
     except Exception as exc:  # noqa: BLE001 - only out-of-memory is turned into a result
@@ -638,6 +640,8 @@ def time_kernel(
         del setup
         _release(device)
     extra = kernel.extra_metrics(params, m) if kernel.extra_metrics else {}
+    if tel.result.available:  # clocks, power, temperature and the throttle flag on CUDA
+        extra.update(tel.result.metrics())
     return make_result(kernel, params, device, measurement=m, extra=extra, started_at=started, finished_at=_now())
 
 
