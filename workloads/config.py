@@ -63,7 +63,7 @@ class TrainKnobs:
     nprocs: int = 1  # data-parallel processes (torch.distributed)
     strategy: str = "ddp"  # ddp | fsdp
     overlap_comm: bool = True  # ddp: overlap all-reduce with backward (else time it apart)
-    sync_phases: bool = False  # on GPU: synchronize at each phase boundary of the breakdown
+    sync_phases: bool = True  # on GPU: synchronize at each phase boundary (else the breakdown is async dispatch time)
     peak_flops_per_s: float = 0.0  # measured peak of the devices used (0 = none)
     checkpoint_every: int = 0  # steps between checkpoints (0 = off)
     checkpoint_dir: str = ""  # where checkpoints go (default: a temp dir)

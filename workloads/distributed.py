@@ -76,6 +76,18 @@ def env_world() -> tuple[int, int, int, str] | None:
     return None
 
 
+def _jax_device(requested: str) -> str:
+    """The device JAX computes on: its default backend (GPU when jaxlib has one) unless cpu is asked."""
+    if requested == "cpu":
+        return "cpu"
+    import jax
+
+    backend = jax.default_backend()
+    if requested == "cuda" and backend != "gpu":
+        raise InputError("device: 'cuda' requested but JAX has no GPU backend; valid choices here: auto, cpu")
+    return "cuda" if backend == "gpu" else "cpu"
+
+
 def resolve_device(requested: str, local_rank: int = 0) -> str:
     import torch
 
@@ -92,7 +104,7 @@ def init(requested_device: str, framework: str) -> DistContext:
     if framework != "torch":
         if w is not None:
             raise InputError("nprocs: data-parallel launch is implemented for framework=torch only")
-        return DistContext(device="cpu" if requested_device != "cuda" else "cuda")
+        return DistContext(device=_jax_device(requested_device))
     if w is None:
         return DistContext(device=resolve_device(requested_device))
     rank, world, local, launcher = w

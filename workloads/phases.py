@@ -2,7 +2,7 @@
 
 Each phase boundary costs one ``time.perf_counter()`` read (~50-100 ns) and a
 dict update; nothing else is added to the step unless ``sync`` is given (on
-GPU, ``torch.cuda.synchronize`` per boundary, opt-in via ``sync_phases``,
+GPU, ``torch.cuda.synchronize`` per boundary, on by default via ``sync_phases``,
 since it removes the overlap of host dispatch with device work and so changes
 what is measured). ``benchmarks/workload_overhead.py`` measures the total
 instrumentation overhead against a bare loop.

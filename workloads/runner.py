@@ -130,8 +130,8 @@ def datasheet_peak(precision: str, device: str, world: int) -> tuple[float | Non
     """Dense datasheet peak FLOP/s of the devices this run uses, and where it came from.
 
     From ``hwmodels.catalog.match_node(fingerprint)``; ``NodeType.peak_flops_per_s(dtype)``
-    is taken as the node's total; on GPU it is divided by the node's GPU count
-    and multiplied by the GPUs this run uses. Never raises.
+    with ``per="node"`` on CPU (the whole socket set); on GPU the per-accelerator
+    figure times the accelerators this run uses. Never raises.
     """
     try:
         from hwmodels.catalog import match_node  # written by the hwmodels issue; optional here
@@ -144,12 +144,14 @@ def datasheet_peak(precision: str, device: str, world: int) -> tuple[float | Non
         node = match_node(fp)
         if node is None:
             return None, "no datasheet peak: this node matches no hwmodels catalog entry"
-        peak = float(node.peak_flops_per_s(_dtype(precision)))
         name = getattr(node, "name", "node")
         if device.startswith("cuda"):
-            gpus = len(fp.get("gpus") or []) or 1
-            peak = peak / gpus * min(world, gpus)
-            return peak, f"datasheet dense {_dtype(precision)} peak of {name} x {min(world, gpus)}/{gpus} GPUs"
+            # per accelerator x the accelerators this run drives (not the fingerprint's GPU count:
+            # CUDA_VISIBLE_DEVICES may hide some of the node's GPUs)
+            used = max(1, min(world, int(getattr(node, "accelerators_per_node", world) or world)))
+            peak = float(node.peak_flops_per_s(_dtype(precision), per="accelerator")) * used
+            return peak, f"datasheet dense {_dtype(precision)} peak of {name}: {used} accelerator(s)"
+        peak = float(node.peak_flops_per_s(_dtype(precision), per="node"))
         return peak, f"datasheet dense {_dtype(precision)} peak of {name} (whole node)"
     except Exception as exc:  # noqa: BLE001 - a catalog problem must not fail a training run
         return None, f"no datasheet peak: catalog lookup failed ({type(exc).__name__}: {exc})"

@@ -73,7 +73,11 @@ class TorchBackend:
             torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
             if cfg.precision == "bf16_autocast" else contextlib.nullcontext()
         )
-        self.sync = torch.cuda.synchronize if (cfg.sync_phases and self.device.type == "cuda") else None
+        self.sync = (lambda: torch.cuda.synchronize(self.device)) if (
+            cfg.sync_phases and self.device.type == "cuda") else None
+        if self.device.type == "cuda":
+            # peak memory of this run only, not of earlier runs in the same process
+            torch.cuda.reset_peak_memory_stats(self.device)
         self._loss_buf = torch.zeros(1, dtype=torch.float64, device=self.device)
 
     # -- helpers ------------------------------------------------------------------
