@@ -250,6 +250,9 @@ def scaling_section(results: Iterable[dict[str, Any]], *, max_n: int | None = No
     xs = list(range(1, top + 1))
     pred = res.predict(xs, alpha=alpha) if _accepts(res.predict, "alpha") else res.predict(xs)
     curve = _pred_rows(pred, xs, "nprocs", "samples_per_s")
+    for row in curve:  # throughput is >= 0: a symmetric (delta-method) band below zero is truncated
+        if row["lo"] is not None and row["lo"] < 0:
+            row["lo"] = 0.0
     ci = {k: list(v) for k, v in res.conf_int(alpha).items()}
     model = getattr(res, "model", "scaling")
     summary = (f"scaling ({model}): " + ", ".join(f"{k}={v:.3g}" for k, v in res.params.items())
