@@ -25,6 +25,19 @@ All bytes are the *minimum* traffic (what a fused kernel moves), the same
 denominator for fused and unfused variants, so bytes/s compares them directly.
 Unfused variants allocate their intermediates, as eager code does; the fused
 torch softmax and GELU write into a preallocated output (``out=``).
+
+``framework=jax`` (attention, layernorm, softmax, GELU): the same math in JAX on
+the same N(0,1) draws (the torch generator's fp32 values, rounded to ``dtype``),
+checked against the same fp64 reference, timed with ``block_until_ready``
+(``sync="jax"``); the FLOP/byte counts are those above (they describe the math,
+not the framework). ``fused`` = the whole op under one ``jax.jit`` (XLA fuses
+it); ``unfused`` = the same ``jnp`` ops dispatched one by one without ``jit``,
+each materializing its intermediate, as eager torch does (softmax refuses it).
+Attention under JAX: ``backend=auto`` is ``jax.nn.dot_product_attention`` (an
+explicit composition on a jax without it), ``backend=unfused`` the explicit
+``softmax(QK^T/sqrt d) V``, both under ``jax.jit``, in JAX's ``(batch, seq,
+heads, head_dim)`` layout; the torch SDPA backends are refused. fp64 under JAX
+needs ``jax_enable_x64``.
 """
 
 from __future__ import annotations
@@ -36,12 +49,39 @@ from typing import Any
 
 import numpy as np
 
+from hweval.errors import InputError
 from kernels import _util as U
 from kernels.registry import Kernel, Param, Setup, register
 
 DTYPES = ("fp64", "fp32", "bf16", "fp16")
 IMPLS = ("fused", "unfused")
+FRAMEWORKS = ("torch", "jax")
 CHECK_ROWS = 256
+
+
+def _framework_param() -> Param:
+    return Param(name="framework", type=str, default="torch", choices=FRAMEWORKS)
+
+
+def _jax_x64_reason(p: dict[str, Any]) -> tuple[str, str] | None:
+    """``("dtype", why)`` for JAX fp64 without x64 enabled (JAX would silently compute fp32)."""
+    if p.get("framework") == "jax" and p["dtype"] == "fp64":
+        import jax
+
+        if not jax.config.jax_enable_x64:
+            return "dtype", "JAX computes fp64 only with jax_enable_x64=True (set JAX_ENABLE_X64=1)"
+    return None
+
+
+def _jax_randn(shape: tuple[int, ...], dtype: str, device: str, seed: int, perm: tuple[int, ...] | None = None):
+    """The torch variant's N(0,1) draw (CPU generator, fp32, rounded to ``dtype``) as a JAX array on ``device``."""
+    import jax
+    import jax.numpy as jnp
+
+    xh = U.randn(shape, "fp32", "cpu", seed).numpy()
+    if perm is not None:
+        xh = np.ascontiguousarray(xh.transpose(perm))
+    return jax.device_put(jnp.asarray(xh, dtype=U.jax_dtype(dtype)), U.jax_device(device))
 
 
 def _tol(dtype: str) -> float:
@@ -94,7 +134,18 @@ def _sdpa_probe(backend: str, dtype: str, causal: bool, head_dim: int, device: s
     return None
 
 
+JAX_BACKENDS = ("auto", "unfused")
+
+
+def attention_check(p: dict[str, Any]) -> None:
+    if p["framework"] == "jax" and p["backend"] not in JAX_BACKENDS:
+        raise InputError(f"attention.backend={p['backend']!r} is a torch SDPA backend; valid choices for "
+                         f"framework=jax: {', '.join(JAX_BACKENDS)}")
+
+
 def attention_supports(p: dict[str, Any], device: str) -> tuple[str, str] | None:
+    if p["framework"] == "jax":
+        return _jax_x64_reason(p)
     if p["backend"] in _SDP:
         err = _sdpa_probe(p["backend"], p["dtype"], p["causal"], p["head_dim"], device)
         if err:
@@ -126,7 +177,52 @@ def _attention_ref(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) ->
     return (e / e.sum(-1, keepdims=True)) @ v
 
 
+def _attention_jax_auto(q, k, v, causal: bool):
+    """``(batch, seq, heads, head_dim)`` attention: ``jax.nn.dot_product_attention`` where this jax has it."""
+    import jax
+
+    if hasattr(jax.nn, "dot_product_attention"):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=causal)
+    return _attention_jax_unfused(q, k, v, causal)
+
+
+def _attention_jax_unfused(q, k, v, causal: bool):
+    """Explicit ``softmax(Q K^T / sqrt d) V`` on ``(batch, seq, heads, head_dim)`` arrays."""
+    import jax
+    import jax.numpy as jnp
+
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        n = s.shape[-1]
+        s = jnp.where(jnp.triu(jnp.ones((n, n), dtype=bool), 1), -jnp.inf, s)
+    return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-1), v)
+
+
+def _build_attention_jax(p: dict[str, Any], device: str) -> Setup:
+    import jax
+
+    import kernels.fused as mod
+
+    shape = (p["batch"], p["heads"], p["seq"], p["head_dim"])
+    # the torch variant's (b, h, s, d) draws, laid out as JAX's (b, s, h, d) outside the timed call
+    q, k, v = (_jax_randn(shape, p["dtype"], device, p["seed"] + i, perm=(0, 2, 1, 3)) for i in range(3))
+    causal = p["causal"]
+    name = "_attention_jax_auto" if p["backend"] == "auto" else "_attention_jax_unfused"
+    fn = jax.jit(lambda q, k, v: getattr(mod, name)(q, k, v, causal))
+    impl = "jax.nn.dot_product_attention" if p["backend"] == "auto" and hasattr(jax.nn, "dot_product_attention") \
+        else "softmax(QK^T/sqrt(d))V"
+
+    def reference():
+        return _attention_ref(*(U.to_f64(np.asarray(t[0, :, 0, :])) for t in (q, k, v)), causal)
+
+    return Setup(fn=fn, inputs=[(q, k, v)], reference=reference, output=lambda o: np.asarray(o[0, :, 0, :]),
+                 tolerance=_tol(p["dtype"]), sync="jax", cuda_events=False,
+                 metadata={"impl": f"jax.jit({impl})", "layout": "bshd"})
+
+
 def build_attention(p: dict[str, Any], device: str) -> Setup:
+    if p["framework"] == "jax":
+        return _build_attention_jax(p, device)
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -160,7 +256,7 @@ register(
     Kernel(
         name="attention",
         family="fused",
-        help="scaled dot-product attention forward (SDPA backends or unfused matmul-softmax-matmul)",
+        help="scaled dot-product attention forward (SDPA backends or unfused matmul-softmax-matmul); JAX variant",
         params=(
             Param(name="batch", type=int, default=4, min=1),
             Param(name="heads", type=int, default=8, min=1),
@@ -169,14 +265,18 @@ register(
             Param(name="causal", type=bool, default=False),
             Param(name="dtype", type=str, default="fp32", choices=DTYPES),
             Param(name="backend", type=str, default="auto", choices=BACKENDS,
-                  help="torch SDPA backend, 'auto' lets torch choose, 'unfused' = explicit softmax(QK^T)V"),
+                  help="torch SDPA backend, 'auto' lets torch choose, 'unfused' = explicit softmax(QK^T)V; "
+                       "framework=jax takes auto (jax.nn.dot_product_attention) or unfused (explicit), both jitted"),
+            _framework_param(),
             Param(name="seed", type=int, default=0, min=0),
         ),
         flops=attention_flops,
         bytes=attention_bytes,
         build=build_attention,
+        frameworks=FRAMEWORKS,
         memory_bytes=attention_memory,
         supports=attention_supports,
+        check_params=attention_check,
         module=__name__,
     )
 )
@@ -216,24 +316,55 @@ def _layernorm_fused(x, w, b):
     return F.layer_norm(x, (x.shape[-1],), w, b, EPS)
 
 
+def _layernorm_jax(x, w, b):
+    """LayerNorm as a sequence of ``jnp`` ops (jitted whole for ``fused``, dispatched one by one for ``unfused``)."""
+    import jax
+    import jax.numpy as jnp
+
+    mean = jnp.mean(x, -1, keepdims=True)
+    xc = x - mean
+    var = jnp.mean(xc * xc, -1, keepdims=True)
+    return xc * jax.lax.rsqrt(var + EPS) * w + b
+
+
+def _layernorm_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + EPS) * w + b
+
+
+def layernorm_supports(p: dict[str, Any], device: str) -> tuple[str, str] | None:
+    return _jax_x64_reason(p)
+
+
 def build_layernorm(p: dict[str, Any], device: str) -> Setup:
     import kernels.fused as mod
 
     rows, cols, dtype = p["rows"], p["cols"], p["dtype"]
+    r = min(rows, CHECK_ROWS)
+    if p["framework"] == "jax":
+        import jax
+
+        x, w, b = (_jax_randn(s, dtype, device, p["seed"] + i) for i, s in enumerate(((rows, cols), (cols,), (cols,))))
+
+        def eager(x, w, b):
+            return mod._layernorm_jax(x, w, b)
+
+        fn = jax.jit(eager) if p["impl"] == "fused" else eager
+        return Setup(fn=fn, inputs=[(x, w, b)],
+                     reference=lambda: _layernorm_ref(*(U.to_f64(np.asarray(t)) for t in (x[:r], w, b))),
+                     output=lambda y: np.asarray(y[:r]), tolerance=_tol(dtype), sync="jax", cuda_events=False,
+                     metadata={"impl": "jax.jit(layernorm)" if p["impl"] == "fused" else "eager jnp ops"})
     x = U.randn((rows, cols), dtype, device, p["seed"])
     w = U.randn((cols,), dtype, device, p["seed"] + 1)
     b = U.randn((cols,), dtype, device, p["seed"] + 2)
     name = "_layernorm_fused" if p["impl"] == "fused" else "_layernorm_unfused"
-    r = min(rows, CHECK_ROWS)
 
     def fn(x, w, b):
         return getattr(mod, name)(x, w, b)
 
     def reference():
-        xs, w64, b64 = U.to_f64(x[:r]), U.to_f64(w), U.to_f64(b)
-        mu = xs.mean(-1, keepdims=True)
-        var = ((xs - mu) ** 2).mean(-1, keepdims=True)
-        return (xs - mu) / np.sqrt(var + EPS) * w64 + b64
+        return _layernorm_ref(U.to_f64(x[:r]), U.to_f64(w), U.to_f64(b))
 
     return Setup(fn=fn, inputs=[(x, w, b)], reference=reference, output=lambda y: y[:r], tolerance=_tol(dtype),
                  sync="cuda" if _cuda(device) else "none", metadata={"impl": p["impl"]})
@@ -243,18 +374,22 @@ register(
     Kernel(
         name="layernorm",
         family="fused",
-        help="LayerNorm over the last dim: F.layer_norm (fused) vs mean/var/rsqrt composition",
+        help="LayerNorm over the last dim: F.layer_norm (fused) vs mean/var/rsqrt composition; JAX variant",
         params=(
             Param(name="rows", type=int, default=8192, min=1, help="tokens"),
             Param(name="cols", type=int, default=1024, min=1, help="hidden size"),
             Param(name="dtype", type=str, default="fp32", choices=DTYPES),
-            Param(name="impl", type=str, default="fused", choices=IMPLS),
+            Param(name="impl", type=str, default="fused", choices=IMPLS,
+                  help="jax: fused = jax.jit of the whole op, unfused = the jnp ops un-jitted, one dispatch each"),
+            _framework_param(),
             Param(name="seed", type=int, default=0, min=0),
         ),
         flops=layernorm_flops,
         bytes=layernorm_bytes,
         build=build_layernorm,
+        frameworks=FRAMEWORKS,
         memory_bytes=_rowwise_memory,
+        supports=layernorm_supports,
         module=__name__,
     )
 )
@@ -340,7 +475,7 @@ register(
             Param(name="cols", type=int, default=1024, min=1),
             Param(name="dtype", type=str, default="fp32", choices=DTYPES),
             Param(name="impl", type=str, default="fused", choices=IMPLS),
-            Param(name="framework", type=str, default="torch", choices=("torch", "jax")),
+            _framework_param(),
             Param(name="seed", type=int, default=0, min=0),
         ),
         flops=softmax_flops,
@@ -393,16 +528,49 @@ def _gelu_ref(x: np.ndarray, approximate: str) -> np.ndarray:
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 
-def build_gelu(p: dict[str, Any], device: str) -> Setup:
-    import torch
+def _gelu_jax(x, approximate: str):
+    import jax
 
+    return jax.nn.gelu(x, approximate=approximate == "tanh")
+
+
+def _gelu_jax_unfused(x, approximate: str):
+    import jax.numpy as jnp
+    from jax.scipy.special import erf
+
+    if approximate == "tanh":
+        inner = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1.0 + jnp.tanh(inner))
+    return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def gelu_supports(p: dict[str, Any], device: str) -> tuple[str, str] | None:
+    return _jax_x64_reason(p)
+
+
+def build_gelu(p: dict[str, Any], device: str) -> Setup:
     import kernels.fused as mod
 
     n, dtype, approx = p["n"], p["dtype"], p["approximate"]
+    r = min(n, 1 << 16)
+    if p["framework"] == "jax":
+        import jax
+
+        x = _jax_randn((n,), dtype, device, p["seed"])
+        if p["impl"] == "fused":
+            fn = jax.jit(lambda x: mod._gelu_jax(x, approx))
+        else:
+            def fn(x):
+                return mod._gelu_jax_unfused(x, approx)
+        return Setup(fn=fn, inputs=[(x,)], reference=lambda: _gelu_ref(U.to_f64(np.asarray(x[:r])), approx),
+                     output=lambda y: np.asarray(y[:r]), tolerance=_tol(dtype), sync="jax", cuda_events=False,
+                     metadata={"impl": "jax.jit(jax.nn.gelu)" if p["impl"] == "fused" else "eager jnp ops",
+                               "approximate": approx})
+    import torch
+
     x = U.randn((n,), dtype, device, p["seed"])
     y = torch.empty_like(x)
     name = "_gelu_fused" if p["impl"] == "fused" else "_gelu_unfused"
-    r = min(n, 1 << 16)
 
     def fn(x, y):
         return getattr(mod, name)(x, y, approx)
@@ -420,18 +588,23 @@ register(
     Kernel(
         name="gelu",
         family="fused",
-        help="GELU: torch gelu kernel (fused) vs elementwise composition (unfused)",
+        help="GELU: torch gelu kernel (fused) vs elementwise composition (unfused); JAX variant",
         params=(
             Param(name="n", type=int, default=1 << 24, min=1, help="elements"),
             Param(name="dtype", type=str, default="fp32", choices=DTYPES),
-            Param(name="approximate", type=str, default="none", choices=("none", "tanh")),
-            Param(name="impl", type=str, default="fused", choices=IMPLS),
+            Param(name="approximate", type=str, default="none", choices=("none", "tanh"),
+                  help="jax: jax.nn.gelu(approximate=approximate == 'tanh')"),
+            Param(name="impl", type=str, default="fused", choices=IMPLS,
+                  help="jax: fused = jax.jit(jax.nn.gelu), unfused = the erf/tanh formula as un-jitted jnp ops"),
+            _framework_param(),
             Param(name="seed", type=int, default=0, min=0),
         ),
         flops=gelu_flops,
         bytes=gelu_bytes,
         build=build_gelu,
+        frameworks=FRAMEWORKS,
         memory_bytes=_gelu_memory,
+        supports=gelu_supports,
         module=__name__,
     )
 )

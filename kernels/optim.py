@@ -14,6 +14,16 @@ FLOPs per parameter: 14, counted from torch's single-tensor AdamW
 bias-correction terms are per step, not per parameter.
 Bytes per parameter: p, grad, m, v read and p, m, v written = 7 elements
 (Loshchilov & Hutter 2019, Algorithm 2, has the same state).
+
+``framework=jax``: ``optax.adamw`` (same lr, betas, eps, weight decay; optax's
+``-lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)`` is torch's decoupled update)
+followed by ``optax.apply_updates``, the whole step under one ``jax.jit`` over
+the same ``n_tensors`` arrays (same seeds, so the same values as the torch
+variant). Only ``impl=plain`` is accepted there (torch's foreach / fused paths
+have no optax counterpart; XLA fuses the jitted step itself). The JAX step is
+functional: each timed call is the first step from the same (params, grads,
+state), where torch keeps stepping in place; the per-parameter work, FLOPs and
+bytes are the same. fp64 under JAX needs ``jax_enable_x64``.
 """
 
 from __future__ import annotations
@@ -23,10 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from hweval.errors import InputError
 from kernels import _util as U
 from kernels.registry import Kernel, Param, Setup, register
 
 IMPLS = ("plain", "foreach", "fused")
+FRAMEWORKS = ("torch", "jax")
+JAX_IMPLS = ("plain",)
 FLOPS_PER_PARAM = 14  # see module docstring
 ELEMENTS_MOVED_PER_PARAM = 7  # read p, g, m, v; write p, m, v
 BETAS = (0.9, 0.999)
@@ -76,7 +89,20 @@ def _probe(impl: str, dtype: str, device: str) -> str | None:
     return None
 
 
+def adamw_check(p: dict[str, Any]) -> None:
+    if p["framework"] == "jax" and p["impl"] not in JAX_IMPLS:
+        raise InputError(f"adamw.impl={p['impl']!r} is a torch.optim.AdamW path; valid choices for framework=jax: "
+                         f"{', '.join(JAX_IMPLS)} (optax.adamw update under jax.jit)")
+
+
 def adamw_supports(p: dict[str, Any], device: str) -> tuple[str, str] | None:
+    if p["framework"] == "jax":
+        if p["dtype"] == "fp64":
+            import jax
+
+            if not jax.config.jax_enable_x64:
+                return "dtype", "JAX computes fp64 only with jax_enable_x64=True (set JAX_ENABLE_X64=1)"
+        return None
     err = _probe(p["impl"], p["dtype"], device)
     if err:
         return "impl", f"torch.optim.AdamW({p['impl']}) cannot step {p['dtype']} parameters here ({err})"
@@ -93,7 +119,64 @@ def adamw_reference(p0: np.ndarray, g: np.ndarray, lr: float, wd: float) -> np.n
     return p0 * (1 - lr * wd) - (lr / bc1) * m / denom
 
 
+def _optax_adamw(lr: float, wd: float):
+    import optax
+
+    return optax.adamw(learning_rate=lr, b1=BETAS[0], b2=BETAS[1], eps=EPS, weight_decay=wd)
+
+
+def _adamw_jax_step(tx, params, grads, state):
+    """One optax AdamW step: ``(new_params, new_state)``."""
+    import optax
+
+    updates, state = tx.update(grads, state, params)
+    return optax.apply_updates(params, updates), state
+
+
+def _check_tolerance(p: dict[str, Any], reference, output, snap_p: np.ndarray):
+    if p["dtype"] in ("fp32", "fp64"):
+        # the update is ~lr relative to p: compare the update itself, so a wrong step cannot hide
+        # under p's scale (normalized error of the delta; fp32 rounding of p+delta costs ~2^-24/lr)
+        return (lambda: reference() - snap_p), (lambda x: U.to_f64(output(x)) - snap_p), \
+            {"fp32": 1e-3, "fp64": 1e-9}[p["dtype"]]
+    # bf16/fp16 storage cannot even hold an lr-sized update of p: compare p after the step
+    return reference, output, U.TOLERANCE[p["dtype"]]
+
+
+def _build_adamw_jax(p: dict[str, Any], device: str) -> Setup:
+    import jax
+    import jax.numpy as jnp
+
+    import kernels.optim as mod
+
+    dev, jdt = U.jax_device(device), U.jax_dtype(p["dtype"])
+    sizes = _split(p["n_params"], p["n_tensors"])
+
+    def draw(shape, seed):  # the torch variant's draw (CPU generator, fp32), rounded to dtype
+        return jax.device_put(jnp.asarray(U.randn(shape, "fp32", "cpu", seed).numpy(), dtype=jdt), dev)
+
+    params = [draw((s,), p["seed"] + 2 * i) for i, s in enumerate(sizes)]
+    grads = [draw((s,), p["seed"] + 2 * i + 1) for i, s in enumerate(sizes)]
+    tx = mod._optax_adamw(p["lr"], p["weight_decay"])
+    state = jax.device_put(tx.init(params), dev)
+    snap_p = np.concatenate([U.to_f64(np.asarray(t)) for t in params])
+    snap_g = np.concatenate([U.to_f64(np.asarray(t)) for t in grads])
+    step = jax.jit(lambda params, grads, state: mod._adamw_jax_step(tx, params, grads, state))
+
+    def reference():
+        return adamw_reference(snap_p, snap_g, p["lr"], p["weight_decay"])
+
+    def output(res):
+        return np.concatenate([U.to_f64(np.asarray(t)) for t in res[0]])
+
+    ref_fn, out_fn, tol = _check_tolerance(p, reference, output, snap_p)
+    return Setup(fn=step, inputs=[(params, grads, state)], reference=ref_fn, output=out_fn, tolerance=tol,
+                 sync="jax", cuda_events=False, metadata={"impl": "jax.jit(optax.adamw)", "tensors": len(params)})
+
+
 def build_adamw(p: dict[str, Any], device: str) -> Setup:
+    if p["framework"] == "jax":
+        return _build_adamw_jax(p, device)
     import torch
 
     params, opt = _make(p, device)
@@ -110,14 +193,7 @@ def build_adamw(p: dict[str, Any], device: str) -> Setup:
         with torch.no_grad():
             return torch.cat([t.detach().flatten() for t in params])
 
-    if p["dtype"] in ("fp32", "fp64"):
-        # the update is ~lr relative to p: compare the update itself, so a wrong step cannot hide
-        # under p's scale (normalized error of the delta; fp32 rounding of p+delta costs ~2^-24/lr)
-        ref_fn, out_fn = (lambda: reference() - snap_p), (lambda x: U.to_f64(output(x)) - snap_p)
-        tol = {"fp32": 1e-3, "fp64": 1e-9}[p["dtype"]]
-    else:
-        # bf16/fp16 storage cannot even hold an lr-sized update of p: compare p after the step
-        ref_fn, out_fn, tol = reference, output, U.TOLERANCE[p["dtype"]]
+    ref_fn, out_fn, tol = _check_tolerance(p, reference, output, snap_p)
     return Setup(fn=step, inputs=[()], reference=ref_fn, output=out_fn, tolerance=tol,
                  sync="cuda" if device.startswith("cuda") else "none",
                  metadata={"impl": p["impl"], "tensors": len(params)})
@@ -127,21 +203,25 @@ register(
     Kernel(
         name="adamw",
         family="optimizer",
-        help="one torch.optim.AdamW step over n_params parameters in n_tensors tensors",
+        help="one torch.optim.AdamW step over n_params parameters in n_tensors tensors; JAX: jit(optax.adamw)",
         params=(
             Param(name="n_params", type=int, default=1 << 24, min=1),
             Param(name="n_tensors", type=int, default=64, min=1),
-            Param(name="impl", type=str, default="fused", choices=IMPLS),
+            Param(name="impl", type=str, default="fused", choices=IMPLS,
+                  help="torch.optim.AdamW path; framework=jax takes plain only (optax.adamw update under jax.jit)"),
             Param(name="dtype", type=str, default="fp32", choices=("fp64", "fp32", "bf16", "fp16")),
             Param(name="lr", type=float, default=1e-3, min=0.0),
             Param(name="weight_decay", type=float, default=0.01, min=0.0),
+            Param(name="framework", type=str, default="torch", choices=FRAMEWORKS),
             Param(name="seed", type=int, default=0, min=0),
         ),
         flops=adamw_flops,
         bytes=adamw_bytes,
         build=build_adamw,
+        frameworks=FRAMEWORKS,
         memory_bytes=adamw_memory,
         supports=adamw_supports,
+        check_params=adamw_check,
         module=__name__,
     )
 )
