@@ -43,6 +43,7 @@ from hweval import telemetry
 from hweval.errors import Fault, InputError, OutOfMemory, choices_error
 from hweval.store import Record, Store
 from hweval.timing import Measurement, benchmark
+from hweval.values import parse_bool
 
 #: Fraction of the free memory a kernel may plan to use before it is refused as ``oom``.
 MEMORY_HEADROOM = 0.9
@@ -67,8 +68,6 @@ class KernelModuleSkipped(UserWarning):
 # ---------------------------------------------------------------------------------
 # parameters
 # ---------------------------------------------------------------------------------
-_BOOL_TRUE = {"1", "true", "yes", "on", "y", "t"}
-_BOOL_FALSE = {"0", "false", "no", "off", "n", "f"}
 #: Integer suffixes (binary, as message sizes are quoted: nccl-tests' -b 1K means 1024).
 _INT_SUFFIX = {"k": 2**10, "ki": 2**10, "kib": 2**10, "m": 2**20, "mi": 2**20, "mib": 2**20,
                "g": 2**30, "gi": 2**30, "gib": 2**30}
@@ -114,8 +113,8 @@ class Param:
         if self.type is bool:
             if isinstance(raw, bool | np.bool_):
                 val = bool(raw)
-            elif isinstance(raw, str) and raw.strip().lower() in _BOOL_TRUE | _BOOL_FALSE:
-                val = raw.strip().lower() in _BOOL_TRUE
+            elif isinstance(raw, str) and parse_bool(raw) is not None:
+                val = parse_bool(raw)
             else:
                 raise InputError(f"{field_name}: expected a boolean (true/false), got {raw!r}")
         elif self.type is int:

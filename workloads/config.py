@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from hweval.errors import InputError
+from hweval.values import parse_bool
 
 PRECISIONS = ("fp32", "bf16_autocast", "bf16")
 FRAMEWORKS = ("torch", "jax")
@@ -134,8 +135,6 @@ class TrainKnobs:
 # ---------------------------------------------------------------------------------
 # parsing raw parameters
 # ---------------------------------------------------------------------------------
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
 
 
 def _base_type(tp: Any) -> Any:
@@ -179,10 +178,9 @@ def coerce(workload: str, name: str, tp: type, raw: Any) -> Any:
         raise InputError(f"{where}: expected {tp.__name__}, got {raw!r}")
     s = raw.strip()
     if tp is bool:
-        if s.lower() in _TRUE:
-            return True
-        if s.lower() in _FALSE:
-            return False
+        val = parse_bool(s)
+        if val is not None:
+            return val
         raise InputError(f"{where}: expected bool (true/false), got {raw!r}")
     if tp is int:
         try:
