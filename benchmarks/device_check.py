@@ -136,8 +136,8 @@ def _kernel_summary(res: Any) -> dict[str, Any]:
 def step_env(plan: dict[str, Any], device: str) -> dict[str, Any]:
     import torch
 
-    from hweval.fingerprint import fingerprint
-    from hweval.telemetry import snapshot
+    from hwcore.fingerprint import fingerprint
+    from hwcore.telemetry import snapshot
 
     info: dict[str, Any] = {"torch": torch.__version__, "cuda_runtime": torch.version.cuda,
                             "cuda_available": torch.cuda.is_available()}
@@ -166,7 +166,7 @@ def step_gemm(plan: dict[str, Any], device: str, store: str) -> dict[str, Any]:
     try:
         res = R.run("gemm_max", params, device=device, store=store, measure_ms=plan["measure_ms"])
     except R.Unsupported as exc:
-        from hweval.store import Record, Store
+        from hwcore.store import Record, Store
 
         Store(store).append(Record(kind="kernel", name="gemm_max", params={**params, "device": device},
                                    status="skipped", error=str(exc)))
@@ -203,9 +203,9 @@ def step_attention(plan: dict[str, Any], device: str, store: str) -> dict[str, A
     import torch
     import torch.nn.functional as F
 
-    from hweval.fingerprint import node_id
-    from hweval.store import Record, Store
-    from hweval.timing import CacheFlusher, benchmark
+    from hwcore.fingerprint import node_id
+    from hwcore.store import Record, Store
+    from hwcore.timing import CacheFlusher, benchmark
 
     sh = plan["shape"]
     b, h, s, d = sh["batch"], sh["heads"], sh["seq"], sh["head_dim"]
@@ -411,8 +411,8 @@ def _nvml_index() -> int:
 
 
 def parent(args: argparse.Namespace) -> int:
-    from hweval.store import Record, Store
-    from hweval.telemetry import Telemetry
+    from hwcore.store import Record, Store
+    from hwcore.telemetry import Telemetry
 
     smoke = args.cpu_smoke
     plan = SMOKE_PLAN if smoke else GPU_PLAN

@@ -43,7 +43,7 @@ sys.path.insert(0, str(HERE.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from hweval.timing import harness_overhead  # noqa: E402
+from hwcore.timing import harness_overhead  # noqa: E402
 from kernels import registry as R  # noqa: E402
 
 GEMM_TARGET = 0.95

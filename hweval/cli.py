@@ -2,7 +2,7 @@
 
 Subcommands live one per module in :mod:`hweval.commands` and are imported
 lazily, so ``hweval info`` does not pay for importing JAX. Every
-:class:`~hweval.errors.InputError` becomes one line on stderr and exit code 2.
+:class:`~hwcore.errors.InputError` becomes one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 
 #: name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {

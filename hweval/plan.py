@@ -4,7 +4,7 @@ A plan is a YAML file, validated in full by :func:`load_plan` before anything
 runs: unknown keys, unknown notebooks, parameters a notebook does not declare,
 values of the wrong type (checked against the annotation of the notebook's
 ``parameters`` cell), and nodes missing from the hardware catalog all raise one
-:class:`~hweval.errors.InputError` naming the file and the dotted field::
+:class:`~hwcore.errors.InputError` naming the file and the dotted field::
 
     plans/x.yaml: matrix[2].params.batch_size: expected int, got 'abc'
 
@@ -47,7 +47,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO / "notebooks"

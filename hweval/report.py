@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from hweval.store import Record, Store, decode
+from hwcore.store import Record, Store, decode
 
 
 # -- helpers ------------------------------------------------------------------------
@@ -99,7 +99,7 @@ def resolve_measured_node(node: str | None = None):
     """Catalog entry of the measured machine: the given id, else the one matching this fingerprint."""
     from hwmodels.catalog import match_node
 
-    from hweval.fingerprint import fingerprint
+    from hwcore.fingerprint import fingerprint
 
     cat = _catalog()
     if node:

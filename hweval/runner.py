@@ -47,9 +47,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 from hweval.plan import REPO, Cell, Plan
-from hweval.store import Record, Store, new_run_id
+from hwcore.store import Record, Store, new_run_id
 
 KILL_GRACE_S = 5.0
 DONE = "ok"
@@ -188,7 +188,7 @@ def run_cell(
     returned and recorded status. ``env`` adds variables for the worker and
     kernel (the local backend uses it for thread counts).
     """
-    from hweval.fingerprint import fingerprint
+    from hwcore.fingerprint import fingerprint
 
     st = store if isinstance(store, Store) else Store(store)
     out = Path(out_dir).resolve()

@@ -26,7 +26,7 @@ So ``--resume`` (the runner's ``select_cells``) resubmits exactly the failed,
 timed-out, preempted and missing cells.
 
 The mapping a node entry may carry (validated here; unknown keys are an
-:class:`~hweval.errors.InputError` listing the valid ones)::
+:class:`~hwcore.errors.InputError` listing the valid ones)::
 
     slurm:
       partition: gpu-h100        # --partition
@@ -76,8 +76,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hweval.errors import InputError, choices_error
-from hweval.store import Record, Store
+from hwcore.errors import InputError, choices_error
+from hwcore.store import Record, Store
 
 #: Seconds the Slurm limit adds to a cell's own timeout when ``time_limit_min``
 #: is not given: interpreter + kernel start-up, papermill conversion and the

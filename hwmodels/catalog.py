@@ -505,7 +505,7 @@ def default_catalog() -> Catalog:
 
 
 def match_node(fingerprint: dict[str, Any], catalog: Catalog | None = None) -> NodeType | None:
-    """The catalog node type matching a :func:`hweval.fingerprint.fingerprint` dict, or None.
+    """The catalog node type matching a :func:`hwcore.fingerprint.fingerprint` dict, or None.
 
     GPUs are matched by name (``gpu_name_contains``, case-insensitive); without
     GPUs, the CPU by ``cpu_model_contains``, every flag in ``cpu_flags_all``

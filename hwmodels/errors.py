@@ -3,7 +3,7 @@
 ``ModelInputError`` is bad input to a model or the catalog (a missing column,
 an unknown node id, a malformed catalog file). It subclasses ``ValueError`` so
 plain Python callers can catch it without importing anything from hweval; the
-hweval CLI re-raises it as :class:`hweval.errors.InputError` (exit code 2).
+hweval CLI re-raises it as :class:`hwcore.errors.InputError` (exit code 2).
 """
 
 from __future__ import annotations

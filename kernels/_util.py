@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 
 #: dtype names the kernels accept -> bytes per element.
 DTYPE_BYTES: dict[str, int] = {
@@ -93,7 +93,7 @@ def cuda_capability(device: str = "cuda") -> tuple[int, int] | None:
 
 
 def cpu_flag(name: str) -> bool:
-    from hweval.fingerprint import fingerprint
+    from hwcore.fingerprint import fingerprint
 
     return bool(fingerprint().get("cpu_flags", {}).get(name))
 

@@ -36,8 +36,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hweval.errors import InputError
-from hweval.timing import from_times
+from hwcore.errors import InputError
+from hwcore.timing import from_times
 from kernels import _util as U
 from kernels.registry import Kernel, KernelCheckError, KernelResult, Param, make_result, register
 
@@ -55,7 +55,7 @@ def bus_factor(op: str, world: int) -> float:
         return (n - 1) / n
     if op == "broadcast":
         return 1.0
-    from hweval.errors import choices_error
+    from hwcore.errors import choices_error
 
     raise choices_error("collective.op", op, OPS)
 

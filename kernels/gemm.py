@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 from kernels import _util as U
 from kernels.registry import (
     Kernel,
@@ -154,7 +154,7 @@ def flush_enabled(p: dict[str, Any], device: str) -> bool:
 def _flusher(p: dict[str, Any], device: str):
     if not flush_enabled(p, device):
         return None
-    from hweval.timing import CacheFlusher
+    from hwcore.timing import CacheFlusher
 
     if p["framework"] == "jax" and device.startswith("cuda"):
         import torch
@@ -344,7 +344,7 @@ def shape_sweep(kind: str = "square", **kw: Any) -> list[dict[str, Any]]:
     elif kind == "transformer":
         shapes = transformer_shapes(kw.get("hidden", 4096), kw.get("tokens", 4096), kw.get("ffn_mult", 4))
     else:
-        from hweval.errors import choices_error
+        from hwcore.errors import choices_error
 
         raise choices_error("shape_sweep.kind", kind, ("square", "transformer"))
     return [{**{d: s[d] for d in ("m", "n", "k")}, **extra} for s in shapes]

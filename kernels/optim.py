@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 from kernels import _util as U
 from kernels.registry import Kernel, Param, Setup, register
 

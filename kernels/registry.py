@@ -6,7 +6,7 @@ derivation), and a ``build(params, device) -> Setup`` that allocates fresh
 random inputs and returns the callable to time plus a ``reference`` computed
 in higher precision. :func:`run` checks the kernel against that reference
 *before* timing (a wrong kernel raises :class:`KernelCheckError` and is
-recorded as ``failed``), times it with :func:`hweval.timing.benchmark`, and
+recorded as ``failed``), times it with :func:`hwcore.timing.benchmark`, and
 returns a :class:`KernelResult` carrying achieved FLOP/s, bytes/s and
 arithmetic intensity; the result goes to the store as ``Record(kind="kernel")``
 (``"collective"`` for torch.distributed kernels).
@@ -39,11 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from hweval import telemetry
-from hweval.errors import Fault, InputError, OutOfMemory, choices_error
-from hweval.store import Record, Store
-from hweval.timing import Measurement, benchmark
-from hweval.values import parse_bool
+from hwcore import telemetry
+from hwcore.errors import Fault, InputError, OutOfMemory, choices_error
+from hwcore.store import Record, Store
+from hwcore.timing import Measurement, benchmark
+from hwcore.values import parse_bool
 
 #: Fraction of the free memory a kernel may plan to use before it is refused as ``oom``.
 MEMORY_HEADROOM = 0.9
@@ -575,7 +575,7 @@ def _now() -> datetime:
 
 
 def _node_id() -> str:
-    from hweval.fingerprint import node_id
+    from hwcore.fingerprint import node_id
 
     return node_id()
 

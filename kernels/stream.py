@@ -218,12 +218,12 @@ def working_set_sweep(
     (``arrays * n * itemsize``); sizes are geometric with
     ``points_per_octave`` points per doubling, from ``lo_bytes`` (default half
     the L1d) to at least ``hi_factor`` (default 8) times the last-level cache,
-    both read from :func:`hweval.fingerprint.cache_sizes`. Each dict also
+    both read from :func:`hwcore.fingerprint.cache_sizes`. Each dict also
     carries ``working_set_bytes`` for labelling; pass ``[{k: v for k, v in d.items()
     if k != "working_set_bytes"} ...]`` or use :func:`sweep_params` to drop it.
     """
-    from hweval.errors import InputError, choices_error
-    from hweval.fingerprint import cache_sizes
+    from hwcore.errors import InputError, choices_error
+    from hwcore.fingerprint import cache_sizes
 
     if op not in OPS:
         raise choices_error("working_set_sweep.op", op, OPS)

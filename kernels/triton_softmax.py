@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 
 try:  # optional: the torch path and the accounting work without triton
     import triton
@@ -181,7 +181,7 @@ def make_input(rows: int, cols: int, dtype: str, device: str = "cpu", *, seed: i
     import torch
 
     if dtype not in DTYPES:
-        from hweval.errors import choices_error
+        from hwcore.errors import choices_error
 
         raise choices_error("dtype", dtype, DTYPES)
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -312,7 +312,7 @@ def _flush_on(flush: str, device: str) -> bool:
 def _build(p: dict[str, Any], device: str) -> Setup:
     import torch
 
-    from hweval.timing import CacheFlusher
+    from hwcore.timing import CacheFlusher
 
     rows, cols, dtype = p["rows"], p["cols"], p["dtype"]
     sets = []

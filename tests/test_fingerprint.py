@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import copy
 
-from hweval import fingerprint as fpmod
+from hwcore import fingerprint as fpmod
 
 
 def test_fields_present():

@@ -70,7 +70,7 @@ def fake_cuda(monkeypatch):
 
 
 def test_cuda_events_time_on_the_benchmarked_devices_stream(fake_cuda):
-    from hweval.timing import benchmark
+    from hwcore.timing import benchmark
 
     def kernel():
         fake_cuda.gpu_ms += 2.0  # each launch costs 2 ms of GPU time
@@ -87,7 +87,7 @@ def test_cuda_events_time_on_the_benchmarked_devices_stream(fake_cuda):
 def test_events_with_sync_none_still_wait_in_warmup(fake_cuda):
     """With sync='none' the warm-up must still wait for the GPU, or the per-call
     estimate (which sizes the number of reps) is only the launch overhead."""
-    from hweval.timing import benchmark
+    from hwcore.timing import benchmark
 
     def kernel():
         fake_cuda.gpu_ms += 1.0
@@ -99,7 +99,7 @@ def test_events_with_sync_none_still_wait_in_warmup(fake_cuda):
 
 
 def test_flusher_runs_outside_the_timed_events(fake_cuda):
-    from hweval.timing import benchmark
+    from hwcore.timing import benchmark
 
     calls = {"flush": 0}
 
@@ -117,7 +117,7 @@ def test_flusher_runs_outside_the_timed_events(fake_cuda):
 
 
 def test_cpu_path_untouched_by_cuda_changes(fake_cuda):
-    from hweval.timing import benchmark
+    from hwcore.timing import benchmark
 
     m = benchmark(lambda: None, warmup_ms=0, measure_ms=2, min_reps=3, warn=False)
     assert m.clock != "cuda_event" and fake_cuda.syncs == []
@@ -228,7 +228,7 @@ def test_device_check_cpu_smoke_end_to_end(tmp_path):
     assert any(ln.startswith("step") and "datasheet" in ln for ln in tail[-12:])
     assert tail[-1].startswith("device_check.sh: done")
     # results are in the store under $OUT
-    from hweval.store import Store
+    from hwcore.store import Store
 
     df = Store(out / "store").records()
     names = set(df["name"])
@@ -253,7 +253,7 @@ def test_triton_softmax_on_cuda_matches_torch():
 @pytest.mark.gpu
 @gpu
 def test_real_nvml_snapshot():
-    from hweval.telemetry import snapshot
+    from hwcore.telemetry import snapshot
 
     res = snapshot(0)
     if importlib.util.find_spec("pynvml") is None:

@@ -148,7 +148,7 @@ def test_match_node():
 
 
 def test_this_machine_matches_the_cpu_entry():
-    from hweval.fingerprint import fingerprint
+    from hwcore.fingerprint import fingerprint
 
     fp = fingerprint()
     node = match_node(fp)

@@ -173,7 +173,7 @@ def test_cost_bad_input_exit_2(cli, tmp_path):
 
 
 def test_cost_from_store_run_id(cli, store_path):
-    from hweval.store import Record, Store
+    from hwcore.store import Record, Store
 
     fp_cpu = {"cpu_model": "AMD EPYC", "cpu_flags": {"avx512f": True, "avx512_bf16": True}, "cores_usable": 2,
               "gpus": [], "node_id": "n1"}

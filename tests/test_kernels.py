@@ -10,8 +10,8 @@ import warnings
 import numpy as np
 import pytest
 
-from hweval.errors import InputError
-from hweval.store import Store
+from hwcore.errors import InputError
+from hwcore.store import Store
 from kernels import registry as R
 
 FAST = {"warmup_ms": 1.0, "measure_ms": 5.0}

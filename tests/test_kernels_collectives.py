@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from hweval.store import Store
+from hwcore.store import Store
 from kernels import registry as R
 from kernels.collectives import bus_factor, message_sizes
 
@@ -33,7 +33,7 @@ def test_two_process_gloo_all_reduce_and_all_gather(store_path):
 
 
 def test_bad_world_size_is_input_error():
-    from hweval.errors import InputError
+    from hwcore.errors import InputError
 
     with pytest.raises(InputError, match=r"all_gather\.world_size: must be <= 64"):
         R.validate_params("all_gather", {"world_size": "100"})

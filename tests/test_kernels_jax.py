@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 from kernels import _util as U
 from kernels import registry as R
 
@@ -109,7 +109,7 @@ def test_wrong_jax_attention_is_caught(monkeypatch, store_path):
     monkeypatch.setattr(F, "_attention_jax_auto", lambda q, k, v, causal: 1.5 * real(q, k, v, causal))
     with pytest.raises(R.KernelCheckError, match="differs from the fp64 reference"):
         R.run("attention", _jax(ATT), **FAST)
-    from hweval.store import Store
+    from hwcore.store import Store
 
     df = Store(store_path).records()
     assert list(df["status"]) == ["failed"]

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from hweval.runner import cell_states
-from hweval.store import Store
+from hwcore.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 from hweval.plan import load_plan, make_cell_id, notebook_parameters, parse_parameters
 
 NODE = "cpu-epyc-zen4-2c"

@@ -6,7 +6,7 @@ import math
 import re
 
 from hweval import report
-from hweval.store import Record, Store
+from hwcore.store import Record, Store
 
 NODE = "cpu-epyc-zen4-2c"
 

@@ -10,7 +10,7 @@ import pytest
 
 from hweval.plan import load_plan
 from hweval.runner import cell_states, main as runner_main, select_cells
-from hweval.store import Store
+from hwcore.store import Store
 
 NODE = "cpu-epyc-zen4-2c"
 
@@ -20,7 +20,7 @@ NOTEBOOKS = {
         n: int = 1  # a number
 
         # %%
-        from hweval.store import Record, Store
+        from hwcore.store import Record, Store
         Store().append(Record(kind="other", name="ok-nb", metrics={"n": n}))
     ''',
     "raises": '''
@@ -57,7 +57,7 @@ NOTEBOOKS = {
 
         # %%
         import os
-        from hweval.store import Store
+        from hwcore.store import Store
         n = len(Store().records(plan=plan_name, kind="notebook"))
         os.makedirs(report_dir, exist_ok=True)
         open(os.path.join(report_dir, "report.html"), "w").write(f"<html>{n} notebook records</html>")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from hweval import slurm
-from hweval.errors import InputError
+from hwcore.errors import InputError
 from hweval.slurm import Group, SlurmSpec, TaskState
-from hweval.store import Record, Store, decode
+from hwcore.store import Record, Store, decode
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "tests" / "slurm" / "notebooks"

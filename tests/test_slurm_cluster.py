@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster, install
 
-from hweval.store import Store, decode
+from hwcore.store import Store, decode
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "tests" / "slurm" / "notebooks"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hweval import store as st
-from hweval.errors import InputError
-from hweval.store import Record, Store
+from hwcore import store as st
+from hwcore.errors import InputError
+from hwcore.store import Record, Store
 
 
 def _rec(i: int = 0, **kw) -> Record:
@@ -72,7 +72,7 @@ def test_bad_sql_is_an_input_error(store_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from hweval.store import Record, Store
+    from hwcore.store import Record, Store
     s = Store(sys.argv[1]); who = int(sys.argv[2])
     for i in range(int(sys.argv[3])):
         s.append(Record(kind="kernel", name="w", params={"who": who, "i": i}, run_id=f"w{who}",
@@ -102,7 +102,7 @@ KILLED_WRITER = textwrap.dedent(
     """
     import os, sys, time
     import pyarrow.parquet as pq
-    from hweval.store import Record, Store
+    from hwcore.store import Record, Store
     s = Store(sys.argv[1])
     s.append(Record(kind="kernel", name="before", fingerprint={"node_id": "t"}))
     real = pq.write_table

@@ -10,9 +10,9 @@ import warnings
 
 import pytest
 
-from hweval import telemetry
-from hweval.errors import InputError
-from hweval.telemetry import Telemetry, ThrottlingWarning, decode_reasons
+from hwcore import telemetry
+from hwcore.errors import InputError
+from hwcore.telemetry import Telemetry, ThrottlingWarning, decode_reasons
 
 
 class FakeNVMLError(Exception):

@@ -7,9 +7,9 @@ import warnings
 import numpy as np
 import pytest
 
-from hweval import timing
-from hweval.errors import InputError
-from hweval.timing import Measurement, NoisyMeasurementWarning, benchmark, from_times
+from hwcore import timing
+from hwcore.errors import InputError
+from hwcore.timing import Measurement, NoisyMeasurementWarning, benchmark, from_times
 
 
 class FakeClock:
@@ -138,7 +138,7 @@ def test_flush_is_not_timed():
 
 
 def test_cpu_cache_flusher_writes_a_buffer_larger_than_llc():
-    from hweval.fingerprint import last_level_cache_bytes
+    from hwcore.fingerprint import last_level_cache_bytes
 
     f = timing.CacheFlusher("cpu")
     assert f.nbytes >= 2 * last_level_cache_bytes()

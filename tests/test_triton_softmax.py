@@ -54,7 +54,7 @@ def test_flops_and_bytes_hand_computed():
 
 
 def test_registry_validation_messages():
-    from hweval.errors import InputError
+    from hwcore.errors import InputError
     from kernels import registry as R
 
     with pytest.raises(InputError, match=r"triton_softmax.impl.*cublas.*valid choices: torch, triton"):
@@ -88,16 +88,16 @@ def test_torch_impl_matches_reference_and_check_catches_error():
     assert not bool((ts.make_input(4, 4, "bf16") == 0).all())  # fresh random inputs, never zeros
 
 
-@pytest.mark.filterwarnings("ignore::hweval.timing.NoisyMeasurementWarning")
+@pytest.mark.filterwarnings("ignore::hwcore.timing.NoisyMeasurementWarning")
 def test_torch_impl_through_registry_records(store_path):
-    from hweval.store import Store
+    from hwcore.store import Store
     from kernels import registry as R
 
     r = R.run("triton_softmax", {"rows": 32, "cols": 100, "impl": "torch", "dtype": "fp32", "flush": "off"},
               warmup_ms=1, measure_ms=5)
     assert r.ok and r.flops == 5 * 32 * 100 and r.bytes == 2 * 32 * 100 * 4
     assert r.measurement.metadata["impl"] == "torch.softmax(out=)"
-    from hweval.store import decode
+    from hwcore.store import decode
 
     df = decode(Store(store_path).records(name="triton_softmax"))
     assert len(df) == 1 and df.iloc[0]["status"] == "ok"

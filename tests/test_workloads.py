@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import workloads
-from hweval.errors import InputError
-from hweval.store import Store, decode
+from hwcore.errors import InputError
+from hwcore.store import Store, decode
 from workloads import flops, registry
 
 # small, quick runs (2-core shared machine): one intra-op thread, few steps

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import workloads
-from hweval.store import Store
+from hwcore.store import Store
 from workloads.distributed import free_port
 
 BASE = {"preset": "tiny", "threads": 1, "max_steps": 6, "eval_every": 3, "batch_size": 8}

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hweval.errors import InputError
+from hwcore.errors import InputError
 
 FILENAME = "ckpt.pt"
 

@@ -2,7 +2,7 @@
 
 Every workload config is a ``@dataclass(kw_only=True)`` deriving from
 :class:`TrainKnobs` (the knobs every workload honours where its framework
-allows). ``__post_init__`` raises :class:`~hweval.errors.InputError` whose
+allows). ``__post_init__`` raises :class:`~hwcore.errors.InputError` whose
 message names the dotted field (``transformer_lm.heads (4) must divide width
 (66)``), after torchtitan's ``JobConfig`` validation.
 
@@ -18,8 +18,8 @@ import typing
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from hweval.errors import InputError
-from hweval.values import parse_bool
+from hwcore.errors import InputError
+from hwcore.values import parse_bool
 
 PRECISIONS = ("fp32", "bf16_autocast", "bf16")
 FRAMEWORKS = ("torch", "jax")

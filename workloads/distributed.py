@@ -9,7 +9,7 @@ Two ways in:
   (``scontrol show hostnames``) and the port from ``MASTER_PORT`` or
   ``29500 + SLURM_JOB_ID % 1000``: :func:`env_context` reads them;
 * ``nprocs=N`` on a single node: :func:`launch` starts N worker processes
-  (``python -m workloads.distributed``) with those variables set, on
+  (``python -m workloads.rank_worker``) with those variables set, on
   ``127.0.0.1`` and a free port; rank 0 writes the result as JSON.
 
 Backends: gloo on CPU, NCCL on GPU (device ``cuda:LOCAL_RANK``). FSDP uses
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hweval.errors import Fault, InputError
+from hwcore.errors import Fault, InputError
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def launch(name: str, cfg_dict: dict[str, Any], nprocs: int, *, timeout_s: float
             env["HWEVAL_WORKER_THREADS"] = str(max(1, cores // nprocs))
         log = open(tmp / f"rank{rank}.log", "w+")
         logs.append(log)
-        procs.append(subprocess.Popen([sys.executable, "-m", "workloads.distributed", str(tmp)], env=env,
+        procs.append(subprocess.Popen([sys.executable, "-m", "workloads.rank_worker", str(tmp)], env=env,
                                       stdout=log, stderr=subprocess.STDOUT))
     t0 = time.monotonic()
     failed = None
@@ -197,28 +197,3 @@ def launch(name: str, cfg_dict: dict[str, Any], nprocs: int, *, timeout_s: float
     if out.get("input_error"):
         raise InputError(out["input_error"])
     return out
-
-
-def _worker(tmp: str) -> int:
-    spec = json.loads((Path(tmp) / "cfg.json").read_text())
-    threads = os.environ.get("HWEVAL_WORKER_THREADS")
-    if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
-    from workloads.runner import train_local
-
-    try:
-        result = train_local(spec["name"], spec["cfg"])
-    except InputError as exc:
-        if os.environ.get("RANK") == "0":
-            (Path(tmp) / "result.json").write_text(json.dumps({"input_error": str(exc)}))
-        return 0
-    if os.environ.get("RANK") == "0":
-        (Path(tmp) / ".result.json").write_text(json.dumps(result, default=str))
-        os.replace(Path(tmp) / ".result.json", Path(tmp) / "result.json")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_worker(sys.argv[1]))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from hweval.errors import InputError, choices_error
+from hwcore.errors import InputError, choices_error
 from workloads import flops
 from workloads.config import TrainKnobs, parse_params
 

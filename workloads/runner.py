@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from hweval.errors import Fault, InputError
+from hwcore.errors import Fault, InputError
 from workloads.phases import PHASES, PhaseTimer
 
 WARMUP_STEPS = 2
@@ -138,7 +138,7 @@ def datasheet_peak(precision: str, device: str, world: int) -> tuple[float | Non
     except Exception as exc:  # noqa: BLE001 - any import failure means "no catalog"
         return None, f"no datasheet peak: hwmodels.catalog unavailable ({type(exc).__name__})"
     try:
-        from hweval.fingerprint import fingerprint
+        from hwcore.fingerprint import fingerprint
 
         fp = fingerprint()
         node = match_node(fp)
@@ -390,7 +390,7 @@ def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None) -> TrainResult:
     elif not reached:
         res["target_reason"] = f"run ended with status {status} before the target"
     if timed:
-        from hweval.timing import from_times
+        from hwcore.timing import from_times
 
         mean_step = statistics.fmean(timed)
         res["step_time_s"] = from_times(timed, label=f"{w.name} step", clock="perf_counter").to_dict(raw=False)
@@ -459,7 +459,7 @@ def run(name: str, params: dict[str, Any] | None = None, *, target_loss: float |
     called after every step (single-process runs only; the overhead benchmark
     uses it to interleave a bare loop step by step).
     """
-    from hweval.store import Record, Store
+    from hwcore.store import Record, Store
     from workloads import distributed, registry
 
     raw = dict(params or {})

@@ -32,7 +32,7 @@ from hweval.commands.common import echo_json, open_store, parse_sets, store_opti
 def bench(kernel: str | None, sets: tuple[str, ...], as_json: bool, list_: bool, device: str,
           warmup_ms: float | None, measure_ms: float | None, no_record: bool, store_path: str | None) -> None:
     """Run one micro-benchmark KERNEL and print its Measurement."""
-    from hweval.errors import InputError
+    from hwcore.errors import InputError
     from kernels import registry as R
 
     with warnings.catch_warnings():

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from hweval.errors import InputError
-from hweval.store import ENV_VAR, Store
+from hwcore.errors import InputError
+from hwcore.store import ENV_VAR, Store
 
 store_option = click.option(
     "--store",

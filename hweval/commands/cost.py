@@ -24,7 +24,7 @@ import click
 
 from hweval.commands.common import echo_json, open_store, store_option
 from hweval.commands.fit import _model_errors
-from hweval.errors import InputError
+from hwcore.errors import InputError
 
 MODES = ("on_demand", "reserved", "spot", "on_prem")
 THROUGHPUT_KEYS = ("samples_per_s", "throughput_samples_per_s", "samples_per_sec")

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from hweval.commands.common import echo_json
-from hweval.errors import InputError
+from hwcore.errors import InputError
 
 
 def _model_errors(fn):

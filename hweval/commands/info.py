@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from hweval.commands.common import echo_json
-from hweval.fingerprint import fingerprint
+from hwcore.fingerprint import fingerprint
 
 
 @click.command()

@@ -7,8 +7,8 @@ import sys
 import click
 
 from hweval.commands.common import open_store, store_option
-from hweval.errors import InputError
-from hweval.store import KINDS, STATUSES
+from hwcore.errors import InputError
+from hwcore.store import KINDS, STATUSES
 
 LIST_COLUMNS = ["finished_at", "run_id", "kind", "name", "status", "node_id", "plan", "notebook", "error"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from hweval.commands.common import open_store, store_option
-from hweval.errors import InputError
+from hwcore.errors import InputError
 
 
 def _report_html(report_dir: Path) -> Path:
@@ -44,7 +44,7 @@ def run(plan_path, out_dir, jobs, resume, force, backend, timeout_s, dry_run, no
     """Execute a plan's notebooks (locally or on Slurm) and build its report."""
     from hweval.plan import load_plan
     from hweval.runner import cell_states, run_cell, run_local, select_cells
-    from hweval.store import new_run_id
+    from hwcore.store import new_run_id
 
     plan = load_plan(plan_path)
     store = open_store(store_path, write=True)

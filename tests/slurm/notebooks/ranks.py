@@ -21,7 +21,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from hweval.store import Record, Store
+from hwcore.store import Record, Store
 
 dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=timeout_s))
 rank, world = dist.get_rank(), dist.get_world_size()

@@ -19,7 +19,7 @@ import os
 import time
 from pathlib import Path
 
-from hweval.store import Record, Store
+from hwcore.store import Record, Store
 
 if sleep_s > 0 and not (release_file and Path(release_file).exists()):
     time.sleep(sleep_s)

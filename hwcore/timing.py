@@ -1,0 +1,447 @@
+"""One timing harness for every kernel and workload.
+
+Method (after triton's ``do_bench``, ``torch.utils.benchmark`` and mamf-finder):
+
+* time budgets, not fixed counts: warm up for ``warmup_ms`` (at least
+  ``min_warmup`` calls), estimate the cost of one call, then take as many
+  samples as fit in ``measure_ms`` (clamped to ``[min_reps, max_reps]``);
+* every sample is closed by a device synchronization (``torch.cuda.synchronize``,
+  JAX ``block_until_ready``) or timed with CUDA events, so asynchronous
+  dispatch is never mistaken for work done;
+* optional cache flush before each sample (a write over a buffer larger than
+  the last-level cache on CPU, or the L2 on GPU) and rotation across several
+  input buffers, so data left in cache by the previous call is not timed;
+* very short calls are batched ``inner`` times per sample (only when neither
+  flushing nor rotation asks for per-call state) so the clock's resolution and
+  the harness's own overhead stay well under 1% of a sample;
+* the result is a :class:`Measurement` holding the raw per-iteration times,
+  median, IQR, min, count, warm-up count, clock and a noise warning when
+  IQR/median exceeds :data:`NOISE_THRESHOLD` (torch.utils.benchmark's 10%).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hwcore.errors import InputError
+
+#: IQR/median above which a measurement is flagged as noisy (torch.utils.benchmark uses 10%).
+NOISE_THRESHOLD = 0.10
+#: Shortest sample worth timing on a host clock; shorter calls are batched.
+MIN_SAMPLE_S = 200e-6
+
+
+class NoisyMeasurementWarning(UserWarning):
+    """IQR/median of a measurement exceeded :data:`NOISE_THRESHOLD`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """Timings of one operation: per-iteration seconds and their statistics.
+
+    ``times_s`` holds one entry per sample, each the time of a single call
+    (a batched sample of ``inner`` calls is divided by ``inner``).
+    """
+
+    label: str
+    times_s: tuple[float, ...]
+    warmup_n: int
+    clock: str
+    inner: int = 1
+    sync: str = "none"
+    flush: bool = False
+    rotation: int = 1
+    overhead_s: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.times_s:
+            raise ValueError("Measurement.times_s must hold at least one sample.")
+        if self.inner < 1:
+            raise ValueError("Measurement.inner must be >= 1.")
+
+    # -- statistics ---------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return len(self.times_s)
+
+    @property
+    def median_s(self) -> float:
+        return float(statistics.median(self.times_s))
+
+    @property
+    def mean_s(self) -> float:
+        return float(statistics.fmean(self.times_s))
+
+    @property
+    def min_s(self) -> float:
+        return float(min(self.times_s))
+
+    @property
+    def max_s(self) -> float:
+        return float(max(self.times_s))
+
+    @property
+    def q25_s(self) -> float:
+        return float(np.percentile(self.times_s, 25))
+
+    @property
+    def q75_s(self) -> float:
+        return float(np.percentile(self.times_s, 75))
+
+    @property
+    def iqr_s(self) -> float:
+        return self.q75_s - self.q25_s
+
+    @property
+    def noise_ratio(self) -> float:
+        """IQR / median (0 for a single sample)."""
+        med = self.median_s
+        return self.iqr_s / med if med > 0 else math.inf
+
+    @property
+    def noise_warning(self) -> bool:
+        return self.n < 3 or self.noise_ratio > NOISE_THRESHOLD
+
+    @property
+    def noise_message(self) -> str | None:
+        if self.n < 3:
+            return f"{self.label}: only {self.n} sample(s); no spread estimate"
+        if self.noise_ratio > NOISE_THRESHOLD:
+            return (
+                f"{self.label}: IQR/median = {self.noise_ratio:.1%} > {NOISE_THRESHOLD:.0%}; "
+                "the machine is noisy or the operation is unstable"
+            )
+        return None
+
+    def rate(self, amount: float) -> float:
+        """``amount`` per second at the median time (e.g. FLOP/s given FLOPs)."""
+        return amount / self.median_s
+
+    # -- presentation ---------------------------------------------------------------
+    def to_dict(self, *, raw: bool = True) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "label": self.label,
+            "median_s": self.median_s,
+            "iqr_s": self.iqr_s,
+            "q25_s": self.q25_s,
+            "q75_s": self.q75_s,
+            "min_s": self.min_s,
+            "mean_s": self.mean_s,
+            "n": self.n,
+            "warmup_n": self.warmup_n,
+            "inner": self.inner,
+            "clock": self.clock,
+            "sync": self.sync,
+            "flush": self.flush,
+            "rotation": self.rotation,
+            "overhead_s": self.overhead_s,
+            "noise_ratio": self.noise_ratio,
+            "noise_warning": self.noise_warning,
+            "metadata": dict(self.metadata),
+        }
+        if raw:
+            d["times_s"] = list(self.times_s)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Measurement:
+        return cls(
+            label=d["label"],
+            times_s=tuple(d["times_s"]),
+            warmup_n=d["warmup_n"],
+            clock=d["clock"],
+            inner=d.get("inner", 1),
+            sync=d.get("sync", "none"),
+            flush=d.get("flush", False),
+            rotation=d.get("rotation", 1),
+            overhead_s=d.get("overhead_s"),
+            metadata=d.get("metadata", {}),
+        )
+
+    def __str__(self) -> str:
+        med, iqr = self.median_s, self.iqr_s
+        unit, scale = _time_unit(med)
+        lines = [
+            f"<Measurement {self.label}>",
+            f"  median {med * scale:.3f} {unit}   IQR {iqr * scale:.3f} {unit}   "
+            f"min {self.min_s * scale:.3f} {unit}",
+            f"  {self.n} samples x {self.inner} call(s), {self.warmup_n} warm-up, "
+            f"clock={self.clock}, sync={self.sync}, flush={self.flush}, rotation={self.rotation}",
+        ]
+        if self.noise_message:
+            lines.append(f"  WARNING: {self.noise_message}")
+        return "\n".join(lines)
+
+
+def _time_unit(seconds: float) -> tuple[str, float]:
+    if seconds >= 1:
+        return "s", 1.0
+    if seconds >= 1e-3:
+        return "ms", 1e3
+    if seconds >= 1e-6:
+        return "us", 1e6
+    return "ns", 1e9
+
+
+# ---------------------------------------------------------------------------------
+# synchronization
+# ---------------------------------------------------------------------------------
+Sync = Callable[[Any], None]
+
+
+def _sync_none(_out: Any) -> None:
+    return None
+
+
+def _sync_torch_cuda(_out: Any) -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def _cuda_device_sync(device: str) -> Sync:
+    """A synchronizer for one CUDA device (``torch.cuda.synchronize()`` alone waits
+    on the *current* device, which is not the benchmarked one for ``cuda:1``)."""
+    import torch
+
+    dev = torch.device(device)
+
+    def _sync_cuda_device(_out: Any) -> None:
+        torch.cuda.synchronize(dev)
+
+    return _sync_cuda_device
+
+
+def _sync_jax(out: Any) -> None:
+    import jax
+
+    jax.block_until_ready(out)
+
+
+SYNCS: dict[str, Sync] = {"none": _sync_none, "cuda": _sync_torch_cuda, "jax": _sync_jax}
+
+
+def resolve_sync(sync: str | Sync) -> tuple[str, Sync]:
+    """Name and callable of a synchronizer; ``sync`` may be a name or a callable."""
+    if callable(sync):
+        return getattr(sync, "__name__", "custom"), sync
+    if sync not in SYNCS:
+        from hwcore.errors import choices_error
+
+        raise choices_error("sync", sync, SYNCS)
+    return sync, SYNCS[sync]
+
+
+# ---------------------------------------------------------------------------------
+# cache flushing
+# ---------------------------------------------------------------------------------
+class CacheFlusher:
+    """Evicts caches between samples by writing a buffer larger than the cache.
+
+    On CPU the buffer is ``2 x`` the last-level cache (from the fingerprint);
+    on CUDA it is ``2 x`` the device L2 (``torch.cuda.get_device_properties``),
+    zeroed on the current stream so the flush is ordered before the timed call.
+    """
+
+    def __init__(self, device: str = "cpu", nbytes: int | None = None) -> None:
+        self.device = device
+        if device.startswith("cuda"):
+            import torch
+
+            if nbytes is None:
+                props = torch.cuda.get_device_properties(torch.device(device))
+                l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
+                nbytes = 2 * l2
+            self.nbytes = int(nbytes)
+            self._buf = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
+        else:
+            if nbytes is None:
+                from hwcore.fingerprint import last_level_cache_bytes
+
+                nbytes = 2 * last_level_cache_bytes()
+            self.nbytes = int(nbytes)
+            self._buf = np.empty(self.nbytes // 8, dtype=np.int64)
+            self._counter = 0
+
+    def __call__(self) -> None:
+        if self.device.startswith("cuda"):
+            self._buf.zero_()
+        else:
+            self._counter += 1
+            self._buf.fill(self._counter)
+
+
+# ---------------------------------------------------------------------------------
+# the harness
+# ---------------------------------------------------------------------------------
+def benchmark(
+    fn: Callable[..., Any],
+    *,
+    inputs: Sequence[tuple[Any, ...]] | None = None,
+    label: str = "",
+    warmup_ms: float = 25.0,
+    measure_ms: float = 200.0,
+    min_warmup: int = 1,
+    min_reps: int = 5,
+    max_reps: int = 100_000,
+    sync: str | Sync = "none",
+    flush_cache: bool = False,
+    flusher: Callable[[], None] | None = None,
+    device: str = "cpu",
+    cuda_events: bool | None = None,
+    inner: int | None = None,
+    timer: Callable[[], float] = time.perf_counter,
+    overhead: bool = False,
+    metadata: dict[str, Any] | None = None,
+    warn: bool = True,
+) -> Measurement:
+    """Time ``fn(*inputs[i % len(inputs)])`` and return a :class:`Measurement`.
+
+    ``inputs`` is the rotation: a list of argument tuples, one per buffer set;
+    ``None`` calls ``fn()``. ``sync`` names a synchronizer (``none``, ``cuda``,
+    ``jax``) or is a callable taking the call's output. On a CUDA ``device``
+    the samples are timed with CUDA events unless ``cuda_events=False``.
+    ``timer`` is injectable so the statistics can be tested on a synthetic clock.
+    """
+    if warmup_ms < 0 or measure_ms <= 0:
+        raise InputError("timing: warmup_ms must be >= 0 and measure_ms > 0")
+    if min_reps < 1 or max_reps < min_reps:
+        raise InputError("timing: need 1 <= min_reps <= max_reps")
+    sync_name, sync_fn = resolve_sync(sync)
+    rotation = list(inputs) if inputs is not None else [()]
+    if not rotation:
+        raise InputError("timing: inputs must hold at least one argument tuple")
+    use_events = device.startswith("cuda") if cuda_events is None else cuda_events
+    if flush_cache and flusher is None:
+        flusher = CacheFlusher(device)
+    flushing = flusher is not None
+    warm_sync = sync_fn
+    if device.startswith("cuda"):
+        dev_sync = _cuda_device_sync(device)
+        if sync_name == "cuda":
+            sync_fn = warm_sync = dev_sync
+        elif use_events and sync_name == "none":
+            # events need no per-sample sync, but the warm-up's per-call estimate
+            # (which sizes reps) must wait for the GPU or it is only launch overhead
+            warm_sync = dev_sync
+
+    def call(i: int) -> Any:
+        return fn(*rotation[i % len(rotation)])
+
+    # ---- warm-up: at least min_warmup calls and warmup_ms of wall time
+    warm_n = 0
+    t0 = timer()
+    while True:
+        if flushing:
+            flusher()
+        warm_sync(call(warm_n))
+        warm_n += 1
+        if warm_n >= min_warmup and (timer() - t0) * 1e3 >= warmup_ms:
+            break
+    per_call = max((timer() - t0) / warm_n, 1e-9)
+
+    # ---- batching of short calls (not when each call needs fresh cache state)
+    if inner is None:
+        if flushing or len(rotation) > 1 or use_events:
+            inner = 1
+        else:
+            inner = max(1, math.ceil(MIN_SAMPLE_S / per_call))
+    fit = math.floor((measure_ms * 1e-3) / (per_call * inner) * (1 + 1e-9))
+    reps = int(min(max_reps, max(min_reps, fit)))
+
+    times: list[float] = []
+    if use_events:
+        import torch
+
+        # record on the benchmarked device's current stream (where its kernels run),
+        # not on the current device's: they differ for device="cuda:1"
+        dev = torch.device(device if device.startswith("cuda") else "cuda")
+        stream = torch.cuda.current_stream(dev)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for r in range(reps):
+            if flushing:
+                flusher()
+            starts[r].record(stream)
+            for _ in range(inner):
+                call(r)
+            ends[r].record(stream)
+        torch.cuda.synchronize(dev)
+        times = [s.elapsed_time(e) * 1e-3 / inner for s, e in zip(starts, ends, strict=True)]
+        clock = "cuda_event"
+    else:
+        idx = 0
+        for _ in range(reps):
+            if flushing:
+                flusher()
+            start = timer()
+            out = None
+            for _ in range(inner):
+                out = call(idx)
+                idx += 1
+            sync_fn(out)
+            times.append((timer() - start) / inner)
+        clock = getattr(timer, "__name__", "custom")
+
+    over = harness_overhead(timer=timer, sync=sync).median_s if overhead else None
+    m = Measurement(
+        label=label or getattr(fn, "__name__", "fn"),
+        times_s=tuple(times),
+        warmup_n=warm_n,
+        clock=clock,
+        inner=inner,
+        sync=sync_name,
+        flush=flushing,
+        rotation=len(rotation),
+        overhead_s=over,
+        metadata=dict(metadata or {}),
+    )
+    if warn and m.noise_message:
+        warnings.warn(m.noise_message, NoisyMeasurementWarning, stacklevel=2)
+    return m
+
+
+def _empty() -> None:
+    return None
+
+
+def harness_overhead(
+    *, timer: Callable[[], float] = time.perf_counter, sync: str | Sync = "none", inner: int = 1
+) -> Measurement:
+    """Time an empty op through the harness: the floor under every measurement.
+
+    ``inner=1`` (the default) gives the per-sample overhead a call of one
+    invocation pays (clock reads + Python call + sync).
+    """
+    return benchmark(
+        _empty,
+        label="harness_overhead",
+        warmup_ms=5,
+        measure_ms=50,
+        min_reps=100,
+        inner=inner,
+        sync=sync,
+        timer=timer,
+        warn=False,
+    )
+
+
+def from_times(times_s: Sequence[float], *, label: str = "", clock: str = "external", warmup_n: int = 0,
+               metadata: dict[str, Any] | None = None) -> Measurement:
+    """A :class:`Measurement` over times taken elsewhere (e.g. per training step)."""
+    return Measurement(
+        label=label,
+        times_s=tuple(float(t) for t in times_s),
+        warmup_n=warmup_n,
+        clock=clock,
+        metadata=dict(metadata or {}),
+    )
