@@ -49,7 +49,9 @@ from typing import Any
 
 from hwcore.errors import InputError
 from hweval.plan import REPO, Cell, Plan
-from hwcore.store import Record, Store, new_run_id
+from hwcore import records
+from hwcore.records import CellRecord
+from hwcore.store import Store, new_run_id
 
 KILL_GRACE_S = 5.0
 DONE = "ok"
@@ -61,26 +63,16 @@ _active_lock = threading.Lock()
 # -- completion state -----------------------------------------------------------------
 def cell_states(store: Store, plan_name: str) -> dict[str, dict[str, Any]]:
     """Latest notebook record per ``cell_id`` of ``plan_name``: ``{cell_id: {status, run_id, output, error, finished_at}}``."""
-    df = store.query(
-        "select run_id, status, error, params, finished_at from results "
-        "where kind = 'notebook' and plan = ? order by finished_at",
-        [plan_name],
-    )
     out: dict[str, dict[str, Any]] = {}
-    for row in df.itertuples(index=False):
-        try:
-            params = json.loads(row.params) if isinstance(row.params, str) else {}
-        except json.JSONDecodeError:
+    for rec in records.read(store, CellRecord, plan=plan_name):
+        if not rec.cell_id:
             continue
-        cid = params.get("cell_id")
-        if not cid:
-            continue
-        out[cid] = {
-            "status": row.status,
-            "run_id": row.run_id,
-            "error": row.error if isinstance(row.error, str) else None,
-            "output": params.get("output"),
-            "finished_at": row.finished_at,
+        out[rec.cell_id] = {
+            "status": rec.status,
+            "run_id": rec.run_id,
+            "error": rec.error,
+            "output": rec.output,
+            "finished_at": rec.finished_at,
         }
     return out
 
@@ -272,13 +264,15 @@ def run_cell(
     }
     _annotate(output, meta)
     st.append(
-        Record(
-            kind="notebook",
-            name=cell.notebook,
-            params={"cell_id": cell.cell_id, "node": cell.node, "parameters": cell.params, "output": str(output),
-                    "is_report": cell.is_report},
-            metrics={"wall_s": wall_s, "timeout_s": limit},
-            units={"wall_s": "s", "timeout_s": "s"},
+        CellRecord(
+            cell_id=cell.cell_id,
+            notebook_name=cell.notebook,
+            node=cell.node,
+            parameters=cell.params,
+            output=str(output),
+            is_report=cell.is_report,
+            wall_s=wall_s,
+            timeout_s=limit,
             status=status,
             error=error,
             run_id=run_id,
@@ -287,7 +281,7 @@ def run_cell(
             started_at=started,
             finished_at=datetime.now(UTC),
             fingerprint=fp,
-        )
+        ).to_record()
     )
     return status
 

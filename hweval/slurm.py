@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from hwcore.errors import InputError, choices_error
+from hwcore.records import CellRecord
 from hwcore.store import Record, Store
 
 #: Seconds the Slurm limit adds to a cell's own timeout when ``time_limit_min``
@@ -551,14 +552,16 @@ def _record_for(cell: Any, *, plan_name: str, run_id: str, status: str, error: s
                 state: TaskState, notebooks_out: Path, submitted_at: datetime) -> Record:
     import socket
 
-    return Record(
-        kind="notebook",
-        name=cell.notebook,
-        params={"cell_id": cell.cell_id, "node": cell.node, "parameters": cell.params,
-                "output": str(notebooks_out / f"{cell.cell_id}.ipynb"), "is_report": False,
-                "slurm_job": job, "slurm_state": state.state},
-        metrics={"timeout_s": cell.timeout_s},
-        units={"timeout_s": "s"},
+    return CellRecord(
+        cell_id=cell.cell_id,
+        notebook_name=cell.notebook,
+        node=cell.node,
+        parameters=cell.params,
+        output=str(notebooks_out / f"{cell.cell_id}.ipynb"),
+        is_report=False,
+        slurm_job=job,
+        slurm_state=state.state,
+        timeout_s=cell.timeout_s,
         status=status,
         error=error,
         run_id=run_id,
@@ -569,7 +572,7 @@ def _record_for(cell: Any, *, plan_name: str, run_id: str, status: str, error: s
         # the compute node's fingerprint is unknown here: name where the job ran and who recorded it
         fingerprint={"node_id": None, "slurm_nodelist": state.nodelist,
                      "recorded_by": f"hweval.slurm poller on {socket.gethostname()}"},
-    )
+    ).to_record()
 
 
 def run_plan(

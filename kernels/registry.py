@@ -41,6 +41,7 @@ import numpy as np
 
 from hwcore import telemetry
 from hwcore.errors import Fault, InputError, OutOfMemory, choices_error
+from hwcore.records import KernelRecord
 from hwcore.store import Record, Store
 from hwcore.timing import Measurement, benchmark
 from hwcore.values import parse_bool
@@ -358,10 +359,11 @@ class KernelResult:
         metrics = self.metrics()
         if self.measurement is not None:
             metrics["measurement"] = self.measurement.to_dict(raw=True)
-        return Record(
+        return KernelRecord(
+            kernel=self.kernel,
             kind=self.kind,
-            name=self.kernel,
-            params={**self.params, "device": self.device},
+            device=self.device,
+            params=self.params,
             metrics=metrics,
             units={k: v for k, v in UNITS.items() if k in metrics},
             status=self.status,
@@ -369,7 +371,7 @@ class KernelResult:
             node_id=self.node_id or None,
             started_at=self.started_at,
             finished_at=self.finished_at,
-        )
+        ).to_record()
 
     def __str__(self) -> str:
         head = f"{self.kernel} {self.params} on {self.device}: {self.status}"

@@ -459,7 +459,8 @@ def run(name: str, params: dict[str, Any] | None = None, *, target_loss: float |
     called after every step (single-process runs only; the overhead benchmark
     uses it to interleave a bare loop step by step).
     """
-    from hwcore.store import Record, Store
+    from hwcore.records import WorkloadRecord
+    from hwcore.store import Store
     from workloads import distributed, registry
 
     raw = dict(params or {})
@@ -494,7 +495,7 @@ def run(name: str, params: dict[str, Any] | None = None, *, target_loss: float |
     is_main = in_world is None or in_world[0] == 0
     if st is not None and is_main:
         metrics = {k: v for k, v in result.to_json().items() if k not in ("params", "workload", "status", "error")}
-        st.append(Record(kind="workload", name=name, params=cfg.to_dict(), metrics=metrics, units=UNITS,
-                         status=result.status, error=result.error, started_at=started,
-                         finished_at=datetime.now(UTC)))
+        st.append(WorkloadRecord(workload=name, params=cfg.to_dict(), metrics=metrics, units=UNITS,
+                                 status=result.status, error=result.error, started_at=started,
+                                 finished_at=datetime.now(UTC)).to_record())
     return result

@@ -1,0 +1,275 @@
+"""Typed records: one type per thing stored, one builder, one reader (STYLE.md 12).
+
+The store keeps every result as one row of the generic schema in
+:mod:`hwcore.store` (JSON columns ``params``, ``metrics``, ``units``,
+``fingerprint``). Producers never build those rows by hand and consumers never
+re-parse them: each kind of thing stored has a frozen dataclass here whose
+``to_record()`` is the only builder of its row and whose ``from_row()`` is the
+only reader, so a field renamed on one side is renamed on both.
+
+=================  ====================  ===========================================
+type               store ``kind``        ``name`` column
+=================  ====================  ===========================================
+``KernelRecord``   kernel / collective   the kernel (``gemm``, ``all_reduce`` ...)
+``WorkloadRecord`` workload              the workload (``transformer_lm`` ...)
+``CellRecord``     notebook              the notebook of one plan cell
+``FitRecord``      fit                   the fitted model (``roofline``, ``scaling``...)
+``ReportRecord``   report                ``procurement_report``
+=================  ====================  ===========================================
+
+:func:`read` returns the typed records of one kind from a store, decoding the
+JSON columns once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from hwcore.store import Record, Store
+
+T = TypeVar("T", bound="_Stored")
+
+
+def _obj(v: Any) -> dict[str, Any]:
+    """A JSON column's value as a dict (the store writes JSON text; frames may already hold dicts)."""
+    if isinstance(v, Mapping):
+        return dict(v)
+    if isinstance(v, str) and v:
+        try:
+            out = json.loads(v)
+        except json.JSONDecodeError:
+            return {}
+        return out if isinstance(out, dict) else {}
+    return {}
+
+
+def _opt_str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _time(v: Any) -> datetime | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    to_py = getattr(v, "to_pydatetime", None)  # pandas.Timestamp
+    if to_py is not None:
+        try:
+            return to_py()
+        except (TypeError, ValueError):  # NaT
+            return None
+    return v if isinstance(v, datetime) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Stored:
+    """Fields every stored row has: outcome, provenance, timing."""
+
+    KIND: ClassVar[tuple[str, ...]] = ()
+
+    status: str = "ok"
+    error: str | None = None
+    run_id: str = ""
+    plan: str | None = None
+    notebook: str | None = None
+    node_id: str | None = None
+    fingerprint: Mapping[str, Any] | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def _record(self, *, kind: str, name: str, params: Mapping[str, Any], metrics: Mapping[str, Any],
+                units: Mapping[str, str]) -> Record:
+        return Record(kind=kind, name=name, params=dict(params), metrics=dict(metrics), units=dict(units),
+                      status=self.status, error=self.error, run_id=self.run_id, plan=self.plan,
+                      notebook=self.notebook, node_id=self.node_id,
+                      fingerprint=dict(self.fingerprint) if self.fingerprint is not None else None,
+                      started_at=self.started_at, finished_at=self.finished_at, record_id=self.record_id)
+
+    @staticmethod
+    def _common(row: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "status": row.get("status") or "ok",
+            "error": _opt_str(row.get("error")),
+            "run_id": row.get("run_id") or "",
+            "plan": _opt_str(row.get("plan")),
+            "notebook": _opt_str(row.get("notebook")),
+            "node_id": _opt_str(row.get("node_id")),
+            "fingerprint": _obj(row.get("fingerprint")) or None,
+            "started_at": _time(row.get("started_at")),
+            "finished_at": _time(row.get("finished_at")),
+            "record_id": row.get("record_id") or uuid.uuid4().hex,
+        }
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelRecord(_Stored):
+    """One micro-benchmark measurement (:class:`kernels.registry.KernelResult`)."""
+
+    KIND: ClassVar[tuple[str, ...]] = ("kernel", "collective")
+
+    kernel: str
+    kind: str = "kernel"
+    device: str = "cpu"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    units: Mapping[str, str] = field(default_factory=dict)
+
+    def to_record(self) -> Record:
+        return self._record(kind=self.kind, name=self.kernel, params={**self.params, "device": self.device},
+                            metrics=self.metrics, units=self.units)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> KernelRecord:
+        params = _obj(row.get("params"))
+        device = str(params.pop("device", "cpu"))
+        return cls(kernel=row["name"], kind=row.get("kind") or "kernel", device=device, params=params,
+                   metrics=_obj(row.get("metrics")), units=_obj(row.get("units")), **cls._common(row))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadRecord(_Stored):
+    """One training run (:class:`workloads.runner.TrainResult`): its config and measured metrics."""
+
+    KIND: ClassVar[tuple[str, ...]] = ("workload",)
+
+    workload: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    units: Mapping[str, str] = field(default_factory=dict)
+
+    def to_record(self) -> Record:
+        return self._record(kind="workload", name=self.workload, params=self.params, metrics=self.metrics,
+                            units=self.units)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> WorkloadRecord:
+        return cls(workload=row["name"], params=_obj(row.get("params")), metrics=_obj(row.get("metrics")),
+                   units=_obj(row.get("units")), **cls._common(row))
+
+    def metric(self, key: str) -> float | None:
+        """A numeric metric, or None when absent or not a finite number."""
+        v = self.metrics.get(key)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            return None
+        return float(v)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellRecord(_Stored):
+    """The outcome of one plan cell (a notebook run by the runner or by a Slurm task)."""
+
+    KIND: ClassVar[tuple[str, ...]] = ("notebook",)
+
+    cell_id: str
+    notebook_name: str
+    node: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    output: str | None = None
+    is_report: bool = False
+    wall_s: float | None = None
+    timeout_s: float | None = None
+    slurm_job: str | None = None
+    slurm_state: str | None = None
+
+    def to_record(self) -> Record:
+        params: dict[str, Any] = {"cell_id": self.cell_id, "node": self.node, "parameters": dict(self.parameters),
+                                  "output": self.output, "is_report": self.is_report}
+        if self.slurm_job is not None:
+            params.update(slurm_job=self.slurm_job, slurm_state=self.slurm_state)
+        metrics = {k: v for k, v in (("wall_s", self.wall_s), ("timeout_s", self.timeout_s)) if v is not None}
+        return self._record(kind="notebook", name=self.notebook_name, params=params, metrics=metrics,
+                            units={k: "s" for k in metrics})
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> CellRecord:
+        p, m = _obj(row.get("params")), _obj(row.get("metrics"))
+        return cls(cell_id=str(p.get("cell_id") or ""), notebook_name=row["name"], node=str(p.get("node") or ""),
+                   parameters=p.get("parameters") or {}, output=_opt_str(p.get("output")),
+                   is_report=bool(p.get("is_report", False)), wall_s=m.get("wall_s"), timeout_s=m.get("timeout_s"),
+                   slurm_job=_opt_str(p.get("slurm_job")), slurm_state=_opt_str(p.get("slurm_state")),
+                   **cls._common(row))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitRecord(_Stored):
+    """A fitted model's summary, parameters and intervals, as the analysis computed it."""
+
+    KIND: ClassVar[tuple[str, ...]] = ("fit",)
+
+    fit: str
+    summary: str = ""
+    values: Mapping[str, Any] = field(default_factory=dict)
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> Record:
+        return self._record(kind="fit", name=self.fit, params={"summary": self.summary, **self.inputs},
+                            metrics=self.values, units={})
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> FitRecord:
+        p = _obj(row.get("params"))
+        summary = str(p.pop("summary", "") or "")
+        return cls(fit=row["name"], summary=summary, values=_obj(row.get("metrics")), inputs=p, **cls._common(row))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportRecord(_Stored):
+    """One rendered procurement report: where it is and what it recommended."""
+
+    KIND: ClassVar[tuple[str, ...]] = ("report",)
+
+    path: str
+    recommendation: str = ""
+    charts: tuple[str, ...] = ()
+    rows: int = 0
+    candidates: tuple[str, ...] = ()
+
+    def to_record(self) -> Record:
+        return self._record(kind="report", name="procurement_report",
+                            params={"plan": self.plan, "candidates": list(self.candidates)},
+                            metrics={"path": self.path, "charts": list(self.charts), "rows": self.rows,
+                                     "recommendation": self.recommendation}, units={})
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ReportRecord:
+        p, m = _obj(row.get("params")), _obj(row.get("metrics"))
+        return cls(path=str(m.get("path") or ""), recommendation=str(m.get("recommendation") or ""),
+                   charts=tuple(m.get("charts") or ()), rows=int(m.get("rows") or 0),
+                   candidates=tuple(p.get("candidates") or ()), **cls._common(row))
+
+
+#: store kind -> its record type
+BY_KIND: dict[str, type[_Stored]] = {k: cls for cls in (KernelRecord, WorkloadRecord, CellRecord, FitRecord,
+                                                         ReportRecord) for k in cls.KIND}
+
+
+def read(store: Store, cls: type[T], **filters: Any) -> list[T]:
+    """Every stored record of ``cls``'s kind(s), oldest first, as ``cls`` instances.
+
+    ``filters`` are equality filters on store columns (``plan=..., status="ok"``);
+    ``None`` values are ignored.
+    """
+    out: list[T] = []
+    for kind in cls.KIND:
+        df = store.records(kind=kind, **filters)
+        out.extend(cls.from_row(row) for row in df.to_dict("records"))
+    if len(cls.KIND) > 1:
+        out.sort(key=lambda r: r.finished_at.timestamp() if r.finished_at else 0.0)
+    return out
+
+
+def from_row(row: Mapping[str, Any]) -> _Stored:
+    """The typed record of one stored row, whatever its kind."""
+    kind = row.get("kind")
+    if kind not in BY_KIND:
+        raise KeyError(f"record kind {kind!r} has no typed record; known: {', '.join(sorted(BY_KIND))}")
+    return BY_KIND[kind].from_row(row)
