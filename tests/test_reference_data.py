@@ -1,0 +1,129 @@
+"""Schema and sanity checks of the published reference data (data/reference, data/calibration)."""
+
+from __future__ import annotations
+
+import csv
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RUNS = REPO / "data" / "reference" / "training_runs.csv"
+RUNS_README = REPO / "data" / "reference" / "README.md"
+CAL = REPO / "data" / "calibration" / "published.csv"
+CAL_README = REPO / "data" / "calibration" / "README.md"
+
+RUN_COLUMNS = ["run_id", "hardware", "accelerators", "model", "params_B", "seq_len", "global_batch", "micro_batch",
+               "precision", "dp", "tp", "pp", "interleave", "sharding", "activation_checkpointing",
+               "sequence_parallel", "framework", "tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu",
+               "hfu", "source", "source_detail", "year"]
+CAL_COLUMNS = ["node_id", "quantity", "value", "unit", "condition", "framework", "source", "source_detail", "as_of"]
+CAL_UNITS = {"matmul_tflops": "TFLOP/s", "memory_bw_GBps": "GB/s", "busbw_GBps": "GB/s",
+             "launch_overhead_us": "us", "attention_tflops": "TFLOP/s"}
+SPEC_KEYS = ["d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "glu", "vocab"]
+
+
+def _read(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _known_ids(readme: Path) -> set[str]:
+    ids = {tomllib.loads(p.read_text())["id"] for p in (REPO / "data" / "catalog").glob("*.toml")}
+    m = re.search(r"^Pending catalog ids[^\n]*\n([^\n]+)", readme.read_text(), re.M)
+    if m:
+        ids |= {s.strip() for s in m.group(1).split(",") if s.strip()}
+    return ids
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[dict[str, str]]:
+    cols, rows = _read(RUNS)
+    assert cols == RUN_COLUMNS
+    return rows
+
+
+def _num(row: dict[str, str], col: str) -> float | None:
+    v = row[col].strip()
+    if v == "":
+        return None
+    x = float(v)
+    assert x > 0, (row["run_id"], col, v)
+    return x
+
+
+def test_training_runs_schema_and_values(runs):
+    known = _known_ids(RUNS_README)
+    ids = [r["run_id"] for r in runs]
+    assert len(ids) == len(set(ids)), "duplicate run_id"
+    for r in runs:
+        rid = r["run_id"]
+        assert r["hardware"] in known, (rid, r["hardware"])
+        assert r["source"].strip() and r["source_detail"].strip(), rid
+        assert 2019 <= int(r["year"]) <= 2026, rid
+        n = _num(r, "accelerators")
+        assert n is not None and n == int(n), rid
+        assert _num(r, "params_B") is not None, rid
+        assert _num(r, "seq_len") is not None, rid
+        for col in ("global_batch", "micro_batch", "dp", "tp", "pp", "interleave", "year"):
+            _num(r, col)
+        assert r["precision"] in {"bf16", "fp8", "fp16", "fp32"}, rid
+        assert r["sharding"] in {"", "none", "ddp", "zero1", "shard_grad_op", "full_shard"}, rid
+        assert r["activation_checkpointing"] in {"", "none", "selective", "full"}, rid
+        assert r["sequence_parallel"] in {"", "true", "false"}, rid
+        figures = [_num(r, c) for c in ("tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu", "hfu")]
+        assert any(f is not None for f in figures), f"{rid}: no measured figure"
+        for c in ("mfu", "hfu"):
+            v = _num(r, c)
+            assert v is None or v < 1, (rid, c)
+        par = [_num(r, c) for c in ("dp", "tp", "pp")]
+        if all(p is not None for p in par):
+            assert par[0] * par[1] * par[2] == n, f"{rid}: dp*tp*pp != accelerators"
+        if "=" in r["model"]:
+            kv = dict(item.split("=", 1) for item in r["model"].split(","))
+            assert list(kv) == SPEC_KEYS, rid
+            assert kv["glu"] in {"true", "false"}, rid
+            assert all(int(kv[k]) > 0 for k in SPEC_KEYS if k != "glu"), rid
+            assert int(kv["n_heads"]) % int(kv["n_kv_heads"]) == 0, rid
+
+
+def test_training_runs_coverage(runs):
+    assert len(runs) >= 40
+    hw = {r["hardware"] for r in runs}
+    assert len(hw) >= 3, hw
+    sizes = [float(r["params_B"]) for r in runs]
+    assert min(sizes) <= 1.5 and max(sizes) >= 175
+    layouts = {("tp_pp" if (int(r["tp"] or 1) > 1 or int(r["pp"] or 1) > 1) else "dp") for r in runs}
+    assert layouts == {"tp_pp", "dp"}
+
+
+def test_published_calibration_schema():
+    if not CAL.exists():
+        pytest.skip("data/calibration/published.csv not written yet")
+    cols, rows = _read(CAL)
+    assert cols == CAL_COLUMNS
+    known = _known_ids(CAL_README)
+    for i, r in enumerate(rows, start=2):
+        assert r["node_id"] in known, (i, r["node_id"])
+        assert r["quantity"] in CAL_UNITS, (i, r["quantity"])
+        assert r["unit"] == CAL_UNITS[r["quantity"]], (i, r["unit"])
+        assert float(r["value"]) > 0, i
+        assert r["source"].strip() and r["source_detail"].strip() and r["as_of"].strip(), i
+        cond = dict(kv.split("=", 1) for kv in r["condition"].split(";") if kv)
+        if r["quantity"] in ("matmul_tflops", "attention_tflops"):
+            assert "dtype" in cond, i
+        if r["quantity"] == "busbw_GBps":
+            assert {"collective", "ranks", "level", "size_bytes"} <= set(cond), i
+            assert cond["level"] in {"intra", "inter"}, i
+
+
+def test_every_training_hardware_has_a_published_matmul_rate(runs):
+    if not CAL.exists():
+        pytest.skip("data/calibration/published.csv not written yet")
+    _, rows = _read(CAL)
+    have = {r["node_id"] for r in rows if r["quantity"] == "matmul_tflops"}
+    missing = {r["hardware"] for r in runs} - have
+    assert not missing, missing
