@@ -17,13 +17,21 @@ Schema (per-accelerator figures unless the name says ``node``)::
                             sparse_<unit> (optional: the datasheet "with sparsity" figure), source
     [peak.<dtype>.derivation] (optional) units_count, flops_per_clock_per_unit_count, clock_GHz, source
     [memory]                capacity_GB|capacity_GiB, bandwidth_TBps|bandwidth_GBps, source
-    [links]                 intra_node_GBps (per accelerator, as the datasheet states it),
-                            inter_node_GBps|inter_node_Gbps (per node, one direction), source
+    [links]                 intra_node_GBps|TBps|Gbps (per accelerator, as the datasheet states it),
+                            intra_node_direction = "bidirectional"|"unidirectional" (how the datasheet
+                              figure counts: NVIDIA's "900 GB/s NVLink" is both directions summed),
+                            intra_node_link (e.g. "NVLink4 via NVSwitch"),
+                            intra_node_topology (one of TOPOLOGIES), scale_up_size (accelerators
+                              in one high-bandwidth domain: 8 for an HGX board, 256 for a TPU v5e pod),
+                            inter_node_GBps|inter_node_Gbps (per node, one direction, the scale-out
+                              network beyond the scale-up domain), source
     [power]                 tdp_watts (per accelerator), node_watts (whole node, max), source
-    [pricing.<mode>]        mode in on_demand, reserved, spot: usd_per_hour (whole node),
-                            provider, instance, region, date, term (reserved only), source
+    [pricing.<mode>]        mode in on_demand, reserved, reserved_3y, spot: usd_per_hour (whole node),
+                            provider, instance, region, as_of (YYYY-MM or YYYY-MM-DD: the date the
+                            price was listed), term (reserved modes only), source
                             or: available = false, source = "why not"
-    [pricing.on_prem]       amortization_years, utilization_fraction, source
+                            (reserved_3y is optional; the other modes must each be given)
+    [pricing.on_prem]       amortization_years, utilization_fraction, as_of, source
     [pricing.on_prem.capex]  node_usd, source
     [pricing.on_prem.energy] pue_ratio, usd_per_kWh, source
 
@@ -36,6 +44,21 @@ CDNA3 whitepaper, 2023); and where a ``derivation`` (units x FLOP/clock/unit x
 clock) is given the dense figure must match it within 3%, so a sparse figure
 pasted as dense fails by a factor of two.
 
+Topology (the two link levels a collective can cross): ``intra_node_*`` is
+the scale-up fabric joining ``scale_up_size`` accelerators (NVLink/NVSwitch,
+Infinity Fabric, Gaudi's on-chip RoCE all-to-all, TPU ICI, PCIe); derived on
+load are ``intra_node_unidir_bytes_per_s`` (per accelerator, one direction:
+the datasheet figure halved when it is stated bidirectionally) and
+``inter_node_bytes_per_s_per_accelerator`` (the per-node scale-out figure, one
+direction, divided by ``accelerators_per_node``). For TPUs the priced node is
+one host but the ICI domain spans the whole slice, so ``scale_up_size`` is
+larger than ``accelerators_per_node`` and "inter-node" means the data-centre
+network (DCN) beyond the slice.
+
+Prices are dated: ``as_of`` is parsed (:func:`parse_as_of`);
+:meth:`Price.age_months` and :meth:`Price.stale` (older than
+``STALE_MONTHS`` = 12 months) let reports flag old prices.
+
 On-prem hourly price (Barroso, Hölzle & Ranganathan, *The Datacenter as a
 Computer*, 3rd ed., 2018, ch. 6 "Modeling costs": capital cost amortized over
 its life plus operating energy)::
@@ -46,8 +69,10 @@ its life plus operating energy)::
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -58,11 +83,43 @@ from hwmodels.units import HOURS_PER_YEAR, split_unit, to_si
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 KINDS = ("cpu", "gpu", "tpu", "accelerator")
-RENT_MODES = ("on_demand", "reserved", "spot")
+RENT_MODES = ("on_demand", "reserved", "reserved_3y", "spot")
 MODES = RENT_MODES + ("on_prem",)
+REQUIRED_MODES = ("on_demand", "reserved", "spot", "on_prem")  # reserved_3y may be omitted
+RESERVED_MODES = ("reserved", "reserved_3y")
+TOPOLOGIES = ("switch", "mesh", "ring", "torus2d", "torus3d", "pcie", "none")
+DIRECTIONS = ("bidirectional", "unidirectional")
+STALE_MONTHS = 12.0
+DAYS_PER_MONTH = 365.25 / 12  # mean Gregorian-ish month, for ages in months
 SPARSITY_FACTOR = 2.0  # 2:4 structured sparsity, see module docstring
 SPARSITY_TOL = 0.02
 DERIVATION_TOL = 0.03
+
+
+_AS_OF = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
+
+
+def parse_as_of(text: object, field: str = "as_of") -> _dt.date:
+    """``"2025-06"`` or ``"2025-06-05"`` -> a date (YYYY-MM reads as the 1st); anything else is an error."""
+    if isinstance(text, _dt.date):
+        return text
+    m = _AS_OF.match(text.strip()) if isinstance(text, str) else None
+    if m is None:
+        raise ModelInputError(f"{field}: expected a date YYYY-MM or YYYY-MM-DD, got {text!r}")
+    y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
+    try:
+        out = _dt.date(y, mo, d)
+    except ValueError as exc:
+        raise ModelInputError(f"{field}: {text!r} is not a calendar date ({exc})") from None
+    if y < 2000:
+        raise ModelInputError(f"{field}: {text!r} is before 2000; is the year right?")
+    return out
+
+
+def _today(today: _dt.date | str | None) -> _dt.date:
+    if today is None:
+        return _dt.date.today()
+    return parse_as_of(today, "today")
 
 
 def default_dir() -> Path:
@@ -89,7 +146,7 @@ class Price:
     provider: str | None = None
     instance: str | None = None
     region: str | None = None
-    date: str | None = None
+    as_of: str | None = None
     term: str | None = None
     # on_prem
     capex_usd: float | None = None
@@ -99,6 +156,31 @@ class Price:
     usd_per_kwh: float | None = None
     capex_source: str | None = None
     energy_source: str | None = None
+
+    @property
+    def date(self) -> str | None:
+        """Former name of :attr:`as_of` (kept for callers written before the rename)."""
+        return self.as_of
+
+    @property
+    def as_of_date(self) -> _dt.date | None:
+        """``as_of`` as a date (YYYY-MM is read as the 1st of that month: the oldest it can be)."""
+        return parse_as_of(self.as_of) if self.as_of else None
+
+    def age_months(self, today: _dt.date | str | None = None) -> float | None:
+        """Months from ``as_of`` to ``today`` (default: the system date); None when undated or unavailable."""
+        d = self.as_of_date
+        if d is None:
+            return None
+        t = _today(today)
+        return (t - d).days / DAYS_PER_MONTH
+
+    def stale(self, today: _dt.date | str | None = None) -> bool:
+        """True when the price is older than ``STALE_MONTHS`` (12) months, or has no date at all."""
+        if not self.available:
+            return False
+        age = self.age_months(today)
+        return age is None or age > STALE_MONTHS
 
 
 @dataclass(frozen=True)
@@ -121,6 +203,14 @@ class NodeType:
     match: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
     path: str = ""
+    # topology (module docstring); defaults describe an undeclared single-level node
+    scale_up_size: int = 1
+    intra_node_link: str = ""
+    intra_node_topology: str = "none"
+    intra_node_bidirectional: bool = True
+    intra_node_unidir_bytes_per_s: float = 0.0
+    inter_node_bytes_per_s_per_accelerator: float = 0.0
+    topology_declared: bool = False
 
     def peak_flops_per_s(self, dtype: str, sparse: bool = False, *, per: str = "node") -> float:
         """Datasheet peak for ``dtype``; dense unless ``sparse=True`` (never a sparse figure as dense).
@@ -181,6 +271,14 @@ class NodeType:
         return capex / (years * HOURS_PER_YEAR * util) + self.energy_usd_per_hour(**{
             k: overrides[k] for k in ("pue", "usd_per_kwh", "node_watts") if k in overrides})
 
+    def price_per_accelerator_hour(self, mode: str, **overrides: float) -> float:
+        """USD per accelerator-hour: :meth:`price_per_hour` / ``accelerators_per_node``."""
+        return self.price_per_hour(mode, **overrides) / self.accelerators_per_node
+
+    def stale_prices(self, today: _dt.date | str | None = None) -> list[str]:
+        """Available modes whose price is older than 12 months (or undated)."""
+        return [m for m in self.modes if self.pricing[m].stale(today)]
+
     def energy_usd_per_hour(self, *, pue: float | None = None, usd_per_kwh: float | None = None,
                             node_watts: float | None = None) -> float:
         """Facility energy cost of one node-hour at full draw: W/1000 x PUE x $/kWh (on_prem inputs)."""
@@ -205,8 +303,17 @@ class NodeType:
             "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
             "intra_node_bytes_per_s": self.intra_node_bytes_per_s,
             "inter_node_bytes_per_s": self.inter_node_bytes_per_s,
+            "scale_up_size": self.scale_up_size, "intra_node_link": self.intra_node_link,
+            "intra_node_topology": self.intra_node_topology,
+            "intra_node_bidirectional": self.intra_node_bidirectional,
+            "intra_node_unidir_bytes_per_s": self.intra_node_unidir_bytes_per_s,
+            "inter_node_bytes_per_s_per_accelerator": self.inter_node_bytes_per_s_per_accelerator,
             "tdp_watts": self.tdp_watts, "node_watts": self.node_watts,
             "price_per_hour": {m: self.price_per_hour(m) for m in self.modes},
+            "price_per_accelerator_hour": {m: self.price_per_accelerator_hour(m) for m in self.modes},
+            "prices": {m: {"available": p.available, "provider": p.provider, "instance": p.instance,
+                           "region": p.region, "as_of": p.as_of, "term": p.term, "source": p.source}
+                       for m, p in self.pricing.items()},
             "sources": self.sources,
         }
 
@@ -275,6 +382,25 @@ class _Table:
         key = f"{stem}_{found[0]}"
         return to_si(self.number(key), found[0]), key
 
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> Any:
+        v = self.raw(key, default)
+        if v is default and default is not ...:
+            return v
+        if v not in choices:
+            raise self.err(key, f"unknown value {v!r}; valid choices: {', '.join(choices)}")
+        return v
+
+    def as_of(self, key: str = "as_of") -> str:
+        if "date" in self.d and key not in self.d:
+            raise self.err("date", "renamed: write the listing date as as_of = \"YYYY-MM\" or \"YYYY-MM-DD\" "
+                                   "(put any remark in the source)")
+        v = self.raw(key)
+        try:
+            parse_as_of(v, key)
+        except ModelInputError as exc:
+            raise self.err(key, str(exc).split(": ", 1)[1]) from None
+        return v.strip()
+
     def sub(self, key: str, required: bool = True) -> _Table | None:
         if key not in self.d:
             if required:
@@ -329,6 +455,7 @@ def _parse_price(t: _Table, mode: str) -> Price:
         util = t.number("utilization_fraction")
         if util > 1:
             raise t.err("utilization_fraction", f"must be in (0, 1], got {util}")
+        as_of = t.as_of()
         src = t.source()
         cap = t.sub("capex")
         capex = cap.number("node_usd")
@@ -343,17 +470,23 @@ def _parse_price(t: _Table, mode: str) -> Price:
         en.done()
         t.done()
         return Price(mode, True, src, capex_usd=capex, amortization_years=years, utilization=util, pue=pue,
-                     usd_per_kwh=kwh, capex_source=csrc, energy_source=esrc)
+                     usd_per_kwh=kwh, capex_source=csrc, energy_source=esrc, as_of=as_of)
     usd = t.number("usd_per_hour")
-    kw = {k: t.string(k) for k in ("provider", "instance", "region", "date")}
-    term = t.string("term") if mode == "reserved" else None
+    kw = {k: t.string(k) for k in ("provider", "instance", "region")}
+    kw["as_of"] = t.as_of()
+    term = t.string("term") if mode in RESERVED_MODES else None
     src = t.source()
     t.done()
     return Price(mode, True, src, usd_per_hour=usd, term=term, **kw)
 
 
-def parse_node(data: dict[str, Any], file: str = "<catalog>") -> NodeType:
-    """Validate one node-type mapping (as read from TOML) into a :class:`NodeType`."""
+def parse_node(data: dict[str, Any], file: str = "<catalog>", *, require_topology: bool = False) -> NodeType:
+    """Validate one node-type mapping (as read from TOML) into a :class:`NodeType`.
+
+    Catalog files (:func:`load_node`) must declare their topology
+    (``require_topology=True``); a hand-built mapping without the topology
+    keys gets a one-level default (``topology_declared=False``).
+    """
     top = _Table(data, "", file)
     nid = top.string("id")
     file = f"{file} [{nid}]" if nid not in file else file
@@ -406,8 +539,28 @@ def parse_node(data: dict[str, Any], file: str = "<catalog>") -> NodeType:
     ln = top.sub("links")
     intra, _ = ln.unit_number("intra_node", ("GBps", "TBps", "Gbps"))
     inter, _ = ln.unit_number("inter_node", ("GBps", "Gbps", "TBps"))
+    topo_keys = ("scale_up_size", "intra_node_link", "intra_node_topology", "intra_node_direction")
+    declared = require_topology or any(ln.has(k) for k in topo_keys)
+    if declared:
+        direction = ln.choice("intra_node_direction", DIRECTIONS)
+        link = ln.string("intra_node_link")
+        topology = ln.choice("intra_node_topology", TOPOLOGIES)
+        sus = ln.number("scale_up_size")
+        if sus != int(sus):
+            raise ln.err("scale_up_size", f"must be a whole number, got {sus}")
+        scale_up = int(sus)
+        if scale_up < count and topology != "none":
+            raise ln.err("scale_up_size", f"{scale_up} is smaller than accelerators.per_node_count = {int(count)}; "
+                                          "a node's accelerators share its scale-up fabric")
+        if topology == "none" and scale_up != 1:
+            raise ln.err("scale_up_size", f"must be 1 when intra_node_topology = \"none\", got {scale_up}")
+    else:  # an undeclared topology (parse_node on a hand-built mapping): one level, datasheet figure as bidirectional
+        direction, link, topology = "bidirectional", "", ("switch" if count > 1 else "none")
+        scale_up = int(count)
     sources["links"] = ln.source()
     ln.done()
+    bidir = direction == "bidirectional"
+    intra_unidir = intra / 2 if bidir else intra
 
     pw = top.sub("power")
     tdp = pw.number("tdp_watts")
@@ -425,7 +578,7 @@ def parse_node(data: dict[str, Any], file: str = "<catalog>") -> NodeType:
         if pricing[mode].capex_source:
             sources["pricing.on_prem.capex"] = pricing[mode].capex_source
             sources["pricing.on_prem.energy"] = pricing[mode].energy_source
-    for mode in MODES:
+    for mode in REQUIRED_MODES:
         if mode not in pricing:
             raise pr.err(mode, "missing pricing mode (give the numbers, or available = false with a source saying why)")
     pr.done()
@@ -433,7 +586,10 @@ def parse_node(data: dict[str, Any], file: str = "<catalog>") -> NodeType:
     return NodeType(id=nid, name=name, kind=kind, accelerators_per_node=int(count), peaks=peaks,
                     memory_capacity_bytes=cap, memory_bandwidth_bytes_per_s=bw, intra_node_bytes_per_s=intra,
                     inter_node_bytes_per_s=inter, tdp_watts=tdp, node_watts=node_w, pricing=pricing,
-                    sources=sources, match=match, notes=notes, path=file)
+                    sources=sources, match=match, notes=notes, path=file, scale_up_size=scale_up,
+                    intra_node_link=link, intra_node_topology=topology, intra_node_bidirectional=bidir,
+                    intra_node_unidir_bytes_per_s=intra_unidir,
+                    inter_node_bytes_per_s_per_accelerator=inter / count, topology_declared=declared)
 
 
 def load_node(path: str | os.PathLike[str]) -> NodeType:
@@ -444,7 +600,7 @@ def load_node(path: str | os.PathLike[str]) -> NodeType:
         raise ModelInputError(f"catalog: cannot read {p}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ModelInputError(f"catalog: {p.name}: not valid TOML: {exc}") from None
-    return parse_node(data, p.name)
+    return parse_node(data, p.name, require_topology=True)
 
 
 @dataclass(frozen=True)

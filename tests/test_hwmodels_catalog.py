@@ -14,7 +14,8 @@ from hwmodels.errors import ModelInputError
 
 REPO = Path(__file__).resolve().parent.parent
 CAT_DIR = REPO / "data" / "catalog"
-REQUIRED_IDS = {"cpu-epyc-zen4-2c", "a100-80gb-sxm", "h100-sxm", "h200-sxm", "b200", "mi300x", "tpu-v5p", "gaudi3"}
+REQUIRED_IDS = {"cpu-epyc-zen4-2c", "a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm", "h200-sxm", "b200", "mi300x",
+                "tpu-v5e", "tpu-v5p", "gaudi2", "gaudi3", "l40s"}
 
 
 def _raw(node_id: str) -> dict:
@@ -164,3 +165,67 @@ def test_bad_catalog_paths(tmp_path):
     (tmp_path / "x.toml").write_text("id = [")
     with pytest.raises(ModelInputError, match="not valid TOML"):
         load_catalog(tmp_path)
+
+
+# ------------------------------------------------------------------ topology
+@pytest.mark.parametrize("nid, scale_up, topology, unidir_GBps, inter_GBps_per_acc", [
+    ("a100-40gb-sxm", 8, "switch", 300, 6.25),      # NVLink 600 GB/s bidirectional; p4d 400 Gbps / 8
+    ("a100-80gb-sxm", 8, "switch", 300, 6.25),
+    ("h100-sxm", 8, "switch", 450, 50),             # 900 GB/s bidirectional; p5 3200 Gbps / 8
+    ("h200-sxm", 8, "switch", 450, 50),
+    ("b200", 8, "switch", 900, 50),                 # NVLink5 1.8 TB/s bidirectional
+    ("mi300x", 8, "mesh", 448, 50),                 # 7 x 128 GB/s bidirectional Infinity Fabric
+    ("gaudi2", 8, "mesh", 262.5, 37.5),             # 21 x 100 GbE per direction; 3 x 100 GbE x 8 out
+    ("gaudi3", 8, "mesh", 525, 75),                 # 21 x 200 GbE; 3 x 200 GbE x 8 out
+    ("tpu-v5e", 256, "torus2d", 200, 3.125),        # ICI 400 GB/s bidirectional; 2 x 100 Gbps NIC / 8 chips
+    ("tpu-v5p", 6144, "torus3d", 600, 6.25),        # ICI 1200 GB/s bidirectional; DCN 50 Gbps per chip
+    ("l40s", 8, "pcie", 32, 6.25),                  # PCIe Gen4 x16 64 GB/s bidirectional; g6e 400 Gbps / 8
+    ("cpu-epyc-zen4-2c", 1, "none", 40, 12.5 / 8),
+])
+def test_topology_attributes(nid, scale_up, topology, unidir_GBps, inter_GBps_per_acc):
+    n = default_catalog().get(nid)
+    assert n.topology_declared
+    assert n.scale_up_size == scale_up and isinstance(n.scale_up_size, int)
+    assert n.intra_node_topology == topology
+    assert n.intra_node_link
+    assert n.intra_node_unidir_bytes_per_s == pytest.approx(unidir_GBps * 1e9)
+    assert n.inter_node_bytes_per_s_per_accelerator == pytest.approx(inter_GBps_per_acc * 1e9)
+    # the old per-node / as-stated fields keep their meaning
+    assert n.inter_node_bytes_per_s == pytest.approx(n.inter_node_bytes_per_s_per_accelerator * n.accelerators_per_node)
+    assert n.intra_node_bytes_per_s == pytest.approx(
+        n.intra_node_unidir_bytes_per_s * (2 if n.intra_node_bidirectional else 1))
+
+
+def test_h100_nvlink_is_halved_because_the_datasheet_figure_is_bidirectional():
+    h = default_catalog().get("h100-sxm")
+    assert h.intra_node_bidirectional and h.intra_node_bytes_per_s == pytest.approx(900e9)
+    assert h.intra_node_unidir_bytes_per_s == pytest.approx(450e9)
+    d = _raw("h100-sxm")
+    d["links"]["intra_node_direction"] = "unidirectional"
+    assert parse_node(d, "h100-sxm.toml").intra_node_unidir_bytes_per_s == pytest.approx(900e9)
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("intra_node_topology", "hypercube", r"links\.intra_node_topology: unknown value 'hypercube'; valid choices: switch, mesh"),
+    ("intra_node_direction", "both", r"links\.intra_node_direction: unknown value 'both'; valid choices: bidirectional"),
+    ("scale_up_size", 4, r"links\.scale_up_size: 4 is smaller than accelerators\.per_node_count = 8"),
+    ("scale_up_size", 8.5, r"links\.scale_up_size: must be a whole number"),
+    ("intra_node_link", "", r"links\.intra_node_link: expected a non-empty string"),
+])
+def test_bad_topology_names_the_dotted_field(key, value, match):
+    d = _raw("h100-sxm")
+    d["links"][key] = value
+    with pytest.raises(ModelInputError, match=match):
+        parse_node(d, "h100-sxm.toml", require_topology=True)
+
+
+def test_catalog_files_must_declare_topology(tmp_path):
+    d = _raw("h100-sxm")
+    del d["links"]["scale_up_size"]
+    with pytest.raises(ModelInputError, match=r"links\.scale_up_size: missing required key"):
+        parse_node(d, "h100-sxm.toml", require_topology=True)
+    # a hand-built mapping without any topology key still parses (one level, flagged undeclared)
+    for k in ("scale_up_size", "intra_node_link", "intra_node_topology", "intra_node_direction"):
+        d["links"].pop(k, None)
+    n = parse_node(d, "h100-sxm.toml")
+    assert not n.topology_declared and n.scale_up_size == 8
