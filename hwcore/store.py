@@ -363,7 +363,9 @@ class Store:
     def repair(self, *, deep: bool = True, tmp_grace_s: float | None = None) -> StoreScan:
         """Quarantine every damaged part (``deep``: after a full read) and delete stale temporary files."""
         self.check_writable()
-        res = self.scan(quarantine=True, deep=deep, tmp_grace_s=tmp_grace_s)
+        with warnings.catch_warnings():  # the returned scan says what was moved
+            warnings.simplefilter("ignore", StoreWarning)
+            res = self.scan(quarantine=True, deep=deep, tmp_grace_s=tmp_grace_s)
         removed = self.clean_tmp(tmp_grace_s)
         return replace(res, stale_tmp=removed, removed_tmp=True)
 

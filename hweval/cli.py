@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "fit": ("hweval.commands.fit", "fit", "Fit roofline / scaling / comms / convergence models to a CSV."),
     "cost": ("hweval.commands.cost", "cost", "Rank node types by cost per convergence."),
     "run": ("hweval.commands.run", "run", "Execute a plan's notebooks (locally or on Slurm)."),
+    "store": ("hweval.commands.store", "store", "Check the results store or quarantine its damaged parts."),
 }
 
 
