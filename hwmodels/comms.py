@@ -193,6 +193,483 @@ class AlphaBeta:
                                latency_scaling=self.latency_scaling)
 
 
+# ------------------------------------------------------------------ bandwidth ramp model
+#: a regime switch needs this many distinct sizes on each side to be accepted
+MIN_REGIME_SIZES = 4
+#: drop of the log-log slope d ln t / d ln S that marks a switch of NCCL algorithm/protocol
+SWITCH_SLOPE_DROP = 0.5
+#: ... looked for only where the time is at least this multiple of the latency floor
+SWITCH_MIN_TIME_RATIO = 3.0
+REGIME_MODES = ("auto", "single")
+
+
+def _ramp_log_time(theta: np.ndarray, s_eff: np.ndarray) -> np.ndarray:
+    """ln t for ``t = alpha + (sqrt(fill) + sqrt(s_eff / B))^2`` with ``theta = ln(alpha, fill, 1/B)``."""
+    alpha, fill, inv = np.exp(theta)
+    return np.log(alpha + (np.sqrt(fill) + np.sqrt(s_eff * inv)) ** 2)
+
+
+def _ramp_grad(theta: np.ndarray, s_eff: np.ndarray) -> np.ndarray:
+    """d ln t / d theta (rows: sizes), analytic."""
+    alpha, fill, inv = np.exp(theta)
+    root = np.sqrt(fill) + np.sqrt(s_eff * inv)
+    t = alpha + root**2
+    d_alpha = alpha / t
+    d_fill = root * np.sqrt(fill) / t  # d t / d ln fill = root * sqrt(fill)
+    d_inv = root * np.sqrt(s_eff * inv) / t
+    return np.column_stack([d_alpha, d_fill, d_inv])
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One NCCL algorithm/protocol regime: a size range and its fitted ramp (log parameters)."""
+
+    lo_bytes: float
+    hi_bytes: float
+    theta: np.ndarray  # ln alpha_s, ln fill_s, ln (1 / busbw_inf)
+    cov: np.ndarray
+    n: int
+    dof: int
+    rss: float
+
+    @property
+    def busbw_inf(self) -> float:
+        return float(np.exp(-self.theta[2]))
+
+    def to_dict(self) -> dict[str, Any]:
+        a, f, inv = np.exp(self.theta)
+        return {"lo_bytes": self.lo_bytes, "hi_bytes": self.hi_bytes, "alpha_s": float(a), "fill_s": float(f),
+                "busbw_inf_bytes_per_s": float(1 / inv), "n": self.n, "dof": self.dof}
+
+
+def _fit_regime(s_eff: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
+    from scipy.optimize import least_squares
+
+    y = np.log(t)
+    lb = np.log([1e-9, 1e-12, 1e-16])  # 1 ns, 1 ps, 1e16 B/s: far outside any real collective
+    ub = np.log([10.0, 10.0, 1e-3])  # 10 s, 10 s, 1 kB/s
+    best = None
+    tail = np.argsort(s_eff)[-1]
+    inv0 = max(t[tail] / s_eff[tail], 1e-15)
+    with single_thread_blas():
+        for fill0 in (1e-7, 1e-6, 1e-5, 1e-4):  # a few starts: the fill term is weakly identified
+            p0 = np.clip(np.log([max(float(t.min()) / 2, 2e-9), fill0, inv0 / 1.2]), lb + 1e-6, ub - 1e-6)
+            sol = least_squares(lambda p: _ramp_log_time(p, s_eff) - y, p0, bounds=(lb, ub), method="trf",
+                                x_scale=1.0, max_nfev=3000)
+            if best is None or sol.cost < best.cost:
+                best = sol
+    theta = best.x
+    r = _ramp_log_time(theta, s_eff) - y
+    rss = float(np.einsum("i,i->", r, r))
+    dof = int(s_eff.size - 3)
+    J = _ramp_grad(theta, s_eff)
+    s2 = rss / dof if dof > 0 else math.inf
+    with single_thread_blas():
+        cov = np.linalg.pinv(J.T @ J) * s2
+    return theta, cov, rss, dof
+
+
+def _switch_points(sizes: np.ndarray, t_geo: np.ndarray) -> list[int]:
+    """Indices (into the distinct sizes) where a new regime starts (module docstring, "Regimes")."""
+    if sizes.size < 2 * MIN_REGIME_SIZES:
+        return []
+    slope = np.diff(np.log(t_geo)) / np.diff(np.log(sizes))
+    floor = float(t_geo.min())
+    starts = []
+    for i in range(1, slope.size):
+        if t_geo[i] >= SWITCH_MIN_TIME_RATIO * floor and slope[i] < slope[i - 1] - SWITCH_SLOPE_DROP:
+            start = i + 1
+            prev = starts[-1] if starts else 0
+            if start - prev >= MIN_REGIME_SIZES and sizes.size - start >= MIN_REGIME_SIZES:
+                starts.append(start)
+    return starts
+
+
+@dataclass(frozen=True, eq=False)
+class CommsResult(FitResult):
+    """A fitted bandwidth ramp: the top regime's parameters (``params``), every regime, prediction tools."""
+
+    collective: str = "all_reduce"
+    ranks: float = 2.0
+    latency_scaling: str = "ring"
+    regimes: tuple[Regime, ...] = ()
+    s2_pred: float = 0.0
+    fit_max_bytes: float = 0.0
+    link: Any = None  # LinkModel used to project busbw to other rank counts (None: busbw kept)
+
+    # -- parameters in natural units -----------------------------------------------------
+    @property
+    def alpha_s(self) -> float:
+        return float(np.exp(self.values[0]))
+
+    @property
+    def fill_s(self) -> float:
+        return float(np.exp(self.values[1]))
+
+    @property
+    def busbw_inf(self) -> float:
+        """Asymptotic bus bandwidth (B/s) of the top regime."""
+        return float(np.exp(-self.values[2]))
+
+    def conf_int(self, alpha: float = 0.05) -> dict[str, tuple[float, float]]:
+        """``1-alpha`` intervals of alpha_s, fill_s and busbw_inf (Wald on the log scale, exponentiated)."""
+        alpha = check_alpha(alpha)
+        q = t_quantile(1 - alpha / 2, self.dof)
+        se = np.sqrt(np.maximum(np.diag(self.cov), 0.0))
+        v = self.values
+        lo, hi = np.exp(v - q * se), np.exp(v + q * se)
+        return {"alpha_s": (float(lo[0]), float(hi[0])), "fill_s": (float(lo[1]), float(hi[1])),
+                "busbw_inf_bytes_per_s": (float(1 / hi[2]), float(1 / lo[2]))}
+
+    def with_link(self, link: Any) -> CommsResult:
+        """A copy that projects to other rank counts with ``link`` (a :class:`LinkModel` or catalog node)."""
+        from dataclasses import replace
+
+        return replace(self, link=link if isinstance(link, LinkModel) else LinkModel.from_node(link))
+
+    # -- prediction -------------------------------------------------------------------------
+    def _regime_for(self, s: float) -> Regime:
+        for reg in self.regimes:
+            if s <= reg.hi_bytes:
+                return reg
+        return self.regimes[-1]
+
+    def _scales(self, n: float) -> tuple[float, float]:
+        """(latency factor, busbw factor) from the fitted rank count to ``n``."""
+        n0 = float(self.ranks)
+        if n == n0:
+            return 1.0, 1.0
+        if self.latency_scaling == "ring":
+            lat = (n - 1) / (n0 - 1) if n0 > 1 else 1.0
+        elif self.latency_scaling == "tree":
+            lat = math.log2(max(n, 2)) / math.log2(max(n0, 2))
+        else:
+            lat = 1.0
+        bw = 1.0 if self.link is None else self.link.busbw_inf(self.collective, n) / self.link.busbw_inf(
+            self.collective, n0)
+        return lat, bw
+
+    def predict(self, size_bytes: Any, ranks: float | None = None, *, alpha: float = 0.05) -> dict[str, np.ndarray]:
+        """Time and busbw at ``size_bytes`` with ``1-alpha`` intervals.
+
+        ``time_lo/hi``: confidence interval of the mean time (parameter
+        uncertainty); ``pred_lo/hi``: prediction interval of one measured
+        sweep point (adds the residual scatter, module docstring).
+        ``busbw_lo/hi`` are the prediction interval mapped to busbw.
+        """
+        alpha = check_alpha(alpha)
+        n = self.ranks if ranks is None else float(ranks)
+        if n < 1:
+            raise ModelInputError(f"ranks must be >= 1, got {ranks}")
+        s = np.atleast_1d(np.asarray(size_bytes, dtype=float))
+        if np.any(~np.isfinite(s)) or np.any(s <= 0):
+            raise ModelInputError("size_bytes: values must be finite and > 0")
+        f = busbw_factor(self.collective, n)
+        lat, bw = self._scales(n)
+        shift = np.log([lat, lat, 1.0 / bw])
+        lt = np.empty_like(s)
+        var_mean = np.empty_like(s)
+        dof = np.empty_like(s)
+        for i, si in enumerate(s):
+            reg = self._regime_for(si)
+            theta = reg.theta + shift
+            x = np.array([f * si])
+            lt[i] = _ramp_log_time(theta, x)[0]
+            g = _ramp_grad(theta, x)[0]
+            var_mean[i] = float(g @ reg.cov @ g)
+            dof[i] = reg.dof
+        q = np.array([t_quantile(1 - alpha / 2, d) for d in dof])
+        se_m = np.sqrt(np.maximum(var_mean, 0))
+        se_p = np.sqrt(np.maximum(var_mean + self.s2_pred, 0))
+        t = np.exp(lt)
+        out = {"size": s, "time_s": t, "time_lo": np.exp(lt - q * se_m), "time_hi": np.exp(lt + q * se_m),
+               "pred_lo": np.exp(lt - q * se_p), "pred_hi": np.exp(lt + q * se_p)}
+        out["busbw"] = f * s / t
+        out["busbw_lo"] = f * s / out["pred_hi"]
+        out["busbw_hi"] = f * s / out["pred_lo"]
+        out["extrapolated"] = s > self.fit_max_bytes
+        return out
+
+    def predict_time(self, size_bytes: Any, ranks: float | None = None) -> np.ndarray:
+        return self.predict(size_bytes, ranks)["time_s"]
+
+    def predict_busbw(self, size_bytes: Any, ranks: float | None = None) -> np.ndarray:
+        return self.predict(size_bytes, ranks)["busbw"]
+
+    def summary(self, alpha: float = 0.05) -> str:
+        ci = self.conf_int(alpha)
+        lines = [f"{self.model}: {self.collective} on {self.ranks:g} ranks, n={self.n}, {len(self.regimes)} regime(s), "
+                 f"top regime {self.regimes[-1].lo_bytes:.4g}-{self.regimes[-1].hi_bytes:.4g} B (dof {self.dof})",
+                 f"  t(S) = alpha + (sqrt(fill) + sqrt(F S / B_inf))^2, F = {busbw_factor(self.collective, self.ranks):.4g}"]
+        lines.append(f"  alpha   {self.alpha_s * 1e6:10.4g} us   [{ci['alpha_s'][0] * 1e6:.4g}, {ci['alpha_s'][1] * 1e6:.4g}]")
+        lines.append(f"  fill    {self.fill_s * 1e6:10.4g} us   [{ci['fill_s'][0] * 1e6:.4g}, {ci['fill_s'][1] * 1e6:.4g}]")
+        b = ci["busbw_inf_bytes_per_s"]
+        lines.append(f"  B_inf   {self.busbw_inf / 1e9:10.4g} GB/s [{b[0] / 1e9:.4g}, {b[1] / 1e9:.4g}] (bus bandwidth)")
+        lines.append(f"  residual sd (ln t) {math.sqrt(self.s2_pred):.3g}; intervals {1 - alpha:.0%}")
+        return "\n".join(lines)
+
+    def to_dict(self, alpha: float = 0.05) -> dict[str, Any]:
+        return {"model": self.model, "collective": self.collective, "ranks": self.ranks,
+                "latency_scaling": self.latency_scaling, "alpha_s": self.alpha_s, "fill_s": self.fill_s,
+                "busbw_inf_bytes_per_s": self.busbw_inf,
+                "conf_int": {k: list(v) for k, v in self.conf_int(alpha).items()}, "level": 1 - alpha,
+                "residual_sd_log_time": math.sqrt(self.s2_pred), "n": self.n, "dof": self.dof,
+                "fit_max_bytes": self.fit_max_bytes, "regimes": [r.to_dict() for r in self.regimes],
+                "link": None if self.link is None else self.link.to_dict()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommsModel:
+    """``CommsModel(collective="all_reduce").fit(size_bytes, busbw=..., ranks=8)`` (or ``time_s=``).
+
+    ``regimes="auto"`` splits the sweep where NCCL visibly switches algorithm
+    or protocol (module docstring, "Regimes"); ``"single"`` fits one ramp.
+    ``min_size_bytes`` / ``max_size_bytes`` restrict the sizes used.
+    """
+
+    collective: str = "all_reduce"
+    regimes: str = "auto"
+    latency_scaling: str = "ring"
+    min_size_bytes: float = 0.0
+    max_size_bytes: float = math.inf
+
+    def __post_init__(self) -> None:
+        if self.collective not in BUSBW_FACTORS:
+            raise choices_error("comms.collective", self.collective, BUSBW_FACTORS)
+        if self.regimes not in REGIME_MODES:
+            raise choices_error("comms.regimes", self.regimes, REGIME_MODES)
+        if self.latency_scaling not in LATENCY_SCALINGS:
+            raise choices_error("comms.latency_scaling", self.latency_scaling, LATENCY_SCALINGS)
+        if not 0 <= self.min_size_bytes < self.max_size_bytes:
+            raise ModelInputError("comms.min_size_bytes must be >= 0 and below max_size_bytes")
+
+    def fit(self, size_bytes: Any, busbw: Any = None, *, ranks: float, time_s: Any = None,
+            link: Any = None) -> CommsResult:
+        s = as_float_array(size_bytes, "size")
+        f = busbw_factor(self.collective, ranks)
+        if (busbw is None) == (time_s is None):
+            raise ModelInputError("comms.fit: give exactly one of busbw= or time_s=")
+        if busbw is not None:
+            b = as_float_array(busbw, "busbw")
+            if b.size != s.size:
+                raise ModelInputError(f"comms.fit: {s.size} sizes but {b.size} busbw values")
+            keep = b > 0  # nccl-tests prints 0.00 below its resolution: those rows carry no bandwidth
+            s, t = s[keep], f * s[keep] / b[keep]
+        else:
+            t = as_float_array(time_s, "time_s")
+            if t.size != s.size:
+                raise ModelInputError(f"comms.fit: {s.size} sizes but {t.size} times")
+        if np.any(s <= 0) or np.any(t <= 0):
+            raise ModelInputError("comms.fit: sizes and times must be > 0")
+        sel = (s >= self.min_size_bytes) & (s <= self.max_size_bytes)
+        s, t = s[sel], t[sel]
+        sizes = np.unique(s)
+        if sizes.size < 3 or s.size < 4:
+            raise ModelInputError(f"comms.fit: needs at least 4 measurements at 3 distinct sizes, got {s.size} at "
+                                  f"{sizes.size} (check min_size_bytes/max_size_bytes)")
+        t_geo = np.array([float(np.exp(np.mean(np.log(t[s == v])))) for v in sizes])
+        starts = _switch_points(sizes, t_geo) if self.regimes == "auto" else []
+        bounds = [0, *starts, sizes.size]
+        regimes = []
+        rss_tot, dof_tot = 0.0, 0
+        # replicates (in-place and out-of-place, repeated sweeps) are averaged per size first: they say
+        # nothing about the curve's shape, so the regime's dof counts distinct sizes (module docstring)
+        lt_geo = np.log(t_geo)
+        within = [float(np.sum((np.log(t[s == v]) - lt_geo[i]) ** 2)) for i, v in enumerate(sizes)]
+        dof_within = int(s.size - sizes.size)
+        s2_within = float(sum(within) / dof_within) if dof_within > 0 else 0.0
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            theta, cov, rss, dof = _fit_regime(f * sizes[a:b], t_geo[a:b])
+            regimes.append(Regime(lo_bytes=float(sizes[a]), hi_bytes=float(sizes[b - 1]), theta=theta, cov=cov,
+                                  n=int(b - a), dof=dof, rss=rss))
+            rss_tot += rss
+            dof_tot += max(dof, 0)
+        top = regimes[-1]
+        s2_top = top.rss / top.dof if top.dof > 0 else math.inf
+        s2_pool = rss_tot / dof_tot if dof_tot > 0 else math.inf
+        s2_pred = max(s2_top, s2_pool) + s2_within
+        res = CommsResult(model=f"comms_ramp[{self.collective}]", names=("ln_alpha_s", "ln_fill_s", "ln_inv_busbw"),
+                          values=top.theta, cov=top.cov, n=int(s.size), dof=top.dof, rss=top.rss,
+                          meta={"fit_space": "ln time", "regimes": len(regimes),
+                                "switches_at_bytes": [float(sizes[i]) for i in starts]},
+                          collective=self.collective, ranks=float(ranks), latency_scaling=self.latency_scaling,
+                          regimes=tuple(regimes), s2_pred=float(s2_pred),
+                          fit_max_bytes=float(sizes[-1]))
+        return res.with_link(link) if link is not None else res
+
+
+# ------------------------------------------------------------------ hierarchical link model (catalog figures)
+#: NCCL's effective NVLink bandwidth is ~370 of 450 GB/s line rate on H100 ("protocol overhead ~20%"):
+#: S. Jeaugey (NCCL maintainer), NVIDIA/nccl-tests#212, 2024-05-06 -> 370/450
+INTRA_EFFICIENCY = 370.0 / 450.0
+#: 3 x 8 A100 with 4 x HDR 200 Gb/s per node: 100 GB/s theoretical, 84.8 average / 96 peak busbw measured
+#: (NVIDIA/nccl-tests#119, 2022-11-17) -> 0.9, between the two
+INTER_EFFICIENCY = 0.9
+#: small-message latency floors read off public nccl-tests all_reduce logs (data/reference/nccl_tests):
+#: 8 x H100 NVSwitch 13-20 us for 8 B-512 KiB; 2 x p5.48xlarge (EFA) 65-79 us for 8 B-4 KiB
+INTRA_ALPHA_S = 20e-6
+INTER_ALPHA_S = 70e-6
+#: pipeline-fill terms of the same two logs' ramp fits (benchmarks/comms_validation.py)
+INTRA_FILL_S = 8e-6
+INTER_FILL_S = 80e-6
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkModel:
+    """Collective time from link figures alone, hierarchical over the scale-up domain and the scale-out network.
+
+    Within one scale-up domain (``scale_up_size`` accelerators on NVLink/NVSwitch
+    or similar) every collective runs at ``intra_efficiency x intra_bytes_per_s``
+    of bus bandwidth. Across ``N`` domains of ``k`` accelerators NCCL-style
+    hierarchical collectives reduce/gather inside the domain and cross the
+    network with each accelerator's own NIC carrying ``1/k`` of the data, the
+    two stages pipelined, so the slower stage sets the time (module docstring,
+    "Hierarchy").
+    """
+
+    intra_bytes_per_s: float
+    inter_bytes_per_s: float
+    accelerators_per_node: int
+    scale_up_size: int | None = None
+    intra_efficiency: float = INTRA_EFFICIENCY
+    inter_efficiency: float = INTER_EFFICIENCY
+    intra_alpha_s: float = INTRA_ALPHA_S
+    inter_alpha_s: float = INTER_ALPHA_S
+    intra_fill_s: float = INTRA_FILL_S
+    inter_fill_s: float = INTER_FILL_S
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("intra_bytes_per_s", "inter_bytes_per_s"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+                raise ModelInputError(f"link.{name} must be a positive number of bytes/s, got {v!r}")
+        if self.accelerators_per_node < 1:
+            raise ModelInputError(f"link.accelerators_per_node must be >= 1, got {self.accelerators_per_node}")
+        if self.scale_up_size is not None and self.scale_up_size < 1:
+            raise ModelInputError(f"link.scale_up_size must be >= 1, got {self.scale_up_size}")
+        for name in ("intra_efficiency", "inter_efficiency"):
+            if not 0 < getattr(self, name) <= 1.5:
+                raise ModelInputError(f"link.{name} must be in (0, 1.5], got {getattr(self, name)}")
+
+    @classmethod
+    def from_node(cls, node: Any, **overrides: Any) -> LinkModel:
+        """From a catalog node type (``hwmodels.catalog.NodeType``), one direction per accelerator."""
+        if node is None:
+            raise ModelInputError("link: no node given")
+        k = int(getattr(node, "accelerators_per_node", 0) or 0)
+        if k < 1:
+            raise ModelInputError(f"link: node {getattr(node, 'id', node)!r} has no accelerators_per_node")
+        intra = getattr(node, "intra_node_unidir_bytes_per_s", 0.0) or 0.0
+        if not intra:  # older catalog: the datasheet figure (NVIDIA states NVLink both directions summed)
+            intra = float(getattr(node, "intra_node_bytes_per_s", 0.0)) / 2.0
+        inter = getattr(node, "inter_node_bytes_per_s_per_accelerator", 0.0) or 0.0
+        if not inter:
+            inter = float(getattr(node, "inter_node_bytes_per_s", 0.0)) / k
+        kw: dict[str, Any] = {"intra_bytes_per_s": float(intra), "inter_bytes_per_s": float(inter),
+                              "accelerators_per_node": k,
+                              "scale_up_size": int(getattr(node, "scale_up_size", 0) or k),
+                              "source": f"catalog {getattr(node, 'id', '?')} [links]"}
+        kw.update(overrides)
+        return cls(**kw)
+
+    @property
+    def domain(self) -> int:
+        return int(self.scale_up_size or self.accelerators_per_node)
+
+    def levels(self, ranks: float) -> tuple[int, int]:
+        """(accelerators per domain used, domains) for ``ranks``."""
+        n = int(round(ranks))
+        if n < 1:
+            raise ModelInputError(f"ranks must be >= 1, got {ranks}")
+        d = self.domain
+        return (n, 1) if n <= d else (d, math.ceil(n / d))
+
+    def busbw_inf(self, collective: str, ranks: float) -> float:
+        """Asymptotic bus bandwidth (B/s) of ``collective`` on ``ranks``."""
+        f_n = busbw_factor(collective, ranks)
+        k, nodes = self.levels(ranks)
+        bi = self.intra_efficiency * self.intra_bytes_per_s
+        if nodes == 1:
+            return bi
+        bn = self.inter_efficiency * self.inter_bytes_per_s
+        n = float(ranks)
+        if collective == "alltoall":
+            per_byte = max((k - 1) / n / bi, (n - k) / n / bn)  # no aggregation: each NIC sends its own share
+        elif collective == "sendrecv":
+            per_byte = 1.0 / bn  # a pair across domains meets on one NIC
+        else:
+            per_byte = max(busbw_factor(collective, k) / bi if k > 1 else 0.0,
+                           busbw_factor(collective, nodes) / k / bn)
+        return f_n / per_byte
+
+    def latency(self, ranks: float) -> tuple[float, float]:
+        """(alpha_s, fill_s): intra-domain figures, or the network's scaled by log2 of the domain count."""
+        _, nodes = self.levels(ranks)
+        if nodes == 1:
+            return self.intra_alpha_s, self.intra_fill_s
+        g = max(1.0, math.log2(nodes))
+        return self.inter_alpha_s * g, self.inter_fill_s * g
+
+    def predict_time(self, collective: str, size_bytes: Any, ranks: float) -> np.ndarray:
+        s = np.atleast_1d(np.asarray(size_bytes, dtype=float))
+        if np.any(~np.isfinite(s)) or np.any(s <= 0):
+            raise ModelInputError("size_bytes: values must be finite and > 0")
+        a, fill = self.latency(ranks)
+        b = self.busbw_inf(collective, ranks)
+        theta = np.log([a, fill, 1.0 / b])
+        return np.exp(_ramp_log_time(theta, busbw_factor(collective, ranks) * s))
+
+    def predict_busbw(self, collective: str, size_bytes: Any, ranks: float) -> np.ndarray:
+        s = np.atleast_1d(np.asarray(size_bytes, dtype=float))
+        return busbw_factor(collective, ranks) * s / self.predict_time(collective, s, ranks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("intra_bytes_per_s", "inter_bytes_per_s", "accelerators_per_node",
+                                              "scale_up_size", "intra_efficiency", "inter_efficiency",
+                                              "intra_alpha_s", "inter_alpha_s", "intra_fill_s", "inter_fill_s",
+                                              "source")}
+
+
+#: relative error band of the link-only model, from its misses on the public curves
+#: (benchmarks/README.md, "Communication"): used as its interval since it has no fit
+LINK_MODEL_REL_ERROR = 0.35
+
+
+def collective_time_s(kind: str, size_bytes: float, ranks: float, *, level: float = 0.9,
+                      model_or_link: Any) -> dict[str, Any]:
+    """Time of one ``kind`` collective of ``size_bytes`` on ``ranks``, with a ``level`` interval.
+
+    ``model_or_link``: a fitted :class:`CommsResult` (its prediction interval),
+    an :class:`AlphaBetaResult` (interval of the mean only), a :class:`LinkModel`
+    or a catalog node type (link figures; the interval is the link model's
+    validation error, ``LINK_MODEL_REL_ERROR``). Returns ``time_s``, ``lo``,
+    ``hi``, ``busbw``, ``level`` and ``method``.
+    """
+    if kind not in BUSBW_FACTORS:
+        raise choices_error("collective", kind, BUSBW_FACTORS)
+    alpha = check_alpha(1.0 - float(level), "level")
+    if not (math.isfinite(float(size_bytes)) and float(size_bytes) > 0):
+        raise ModelInputError(f"size_bytes must be > 0, got {size_bytes!r}")
+    f = busbw_factor(kind, ranks)
+    m = model_or_link
+    if isinstance(m, CommsResult | AlphaBetaResult):
+        if m.collective != kind:
+            raise ModelInputError(f"model_or_link: fitted on {m.collective}, asked for {kind}")
+        p = m.predict(size_bytes, ranks, alpha=alpha)
+        lo, hi = (p["pred_lo"], p["pred_hi"]) if "pred_lo" in p else (p["time_lo"], p["time_hi"])
+        t = float(p["time_s"][0])
+        method = "comms_ramp fit (prediction interval)" if isinstance(m, CommsResult) else \
+            "alpha-beta fit (interval of the mean)"
+        return {"time_s": t, "lo": float(lo[0]), "hi": float(hi[0]), "busbw": f * float(size_bytes) / t,
+                "level": float(level), "method": method}
+    link = m if isinstance(m, LinkModel) else LinkModel.from_node(m)
+    t = float(link.predict_time(kind, size_bytes, ranks)[0])
+    r = LINK_MODEL_REL_ERROR
+    return {"time_s": t, "lo": t / (1 + r), "hi": t * (1 + r), "busbw": f * float(size_bytes) / t,
+            "level": float(level), "method": f"link model ({link.source or 'link figures'}), +/-{r:.0%} band"}
+
+
 # ------------------------------------------------------------------ projections
 def data_parallel_step_s(compute_s: float, grad_bytes: float, dp: int, comm: AlphaBetaResult, *,
                          overlap: float = 1.0, backward_fraction: float = BACKWARD_FRACTION) -> dict[str, float]:
