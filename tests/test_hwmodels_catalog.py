@@ -229,3 +229,79 @@ def test_catalog_files_must_declare_topology(tmp_path):
         d["links"].pop(k, None)
     n = parse_node(d, "h100-sxm.toml")
     assert not n.topology_declared and n.scale_up_size == 8
+
+
+# ------------------------------------------------------------------ dated prices
+def test_every_price_is_dated_with_provider_instance_region():
+    from hwmodels.catalog import parse_as_of
+
+    for node in default_catalog():
+        for mode, p in node.pricing.items():
+            if not p.available:
+                assert len(p.source) >= 8, (node.id, mode)  # the reason it is unavailable
+                continue
+            parse_as_of(p.as_of)
+            if mode != "on_prem":
+                assert p.provider and p.instance and p.region and p.usd_per_hour > 0, (node.id, mode)
+            if mode in ("reserved", "reserved_3y"):
+                assert p.term, (node.id, mode)
+
+
+def test_h100_on_demand_is_the_post_june_2025_aws_rate_and_ranks_below_h200():
+    cat = default_catalog()
+    h100, h200 = cat.get("h100-sxm"), cat.get("h200-sxm")
+    p = h100.price("on_demand")
+    assert p.provider == "AWS" and p.usd_per_hour < 98.32 * 0.6  # the 2024 rate was USD 98.32/h
+    assert p.as_of_date >= parse_date("2025-06")
+    assert h100.price_per_accelerator_hour("on_demand") < h200.price_per_accelerator_hour("on_demand")
+
+
+def parse_date(s):
+    from hwmodels.catalog import parse_as_of
+    return parse_as_of(s)
+
+
+@pytest.mark.parametrize("as_of, today, months, stale", [
+    ("2025-12", "2026-12-01", 12.0, False),
+    ("2025-11", "2026-12-03", 13.1, True),
+    ("2024-06", "2026-12-03", 30.1, True),
+    ("2026-11-20", "2026-12-03", 0.4, False),
+])
+def test_price_age_and_staleness(as_of, today, months, stale):
+    from hwmodels.catalog import Price
+
+    p = Price("on_demand", True, "a quote for this test", usd_per_hour=1.0, as_of=as_of)
+    assert p.age_months(today) == pytest.approx(months, abs=0.1)
+    assert p.stale(today) is stale
+    assert Price("spot", False, "not offered here").stale(today) is False  # unavailable is not stale
+
+
+def test_catalog_prices_are_stale_on_2026_12_03():
+    import datetime as dt
+
+    today = dt.date(2026, 12, 3)
+    h100 = default_catalog().get("h100-sxm")
+    assert "on_demand" in h100.stale_prices(today)  # 2025-08 listing, 16 months old
+    fresh = h100.stale_prices(dt.date(2025, 9, 1))
+    assert "on_demand" not in fresh and "on_prem" in fresh  # capex estimate dates from 2024-06
+
+
+@pytest.mark.parametrize("value, match", [
+    ("2025-13", r"pricing\.on_demand\.as_of: .*not a calendar date"),
+    ("June 2025", r"pricing\.on_demand\.as_of: expected a date YYYY-MM or YYYY-MM-DD, got 'June 2025'"),
+    ("2025-02-30", r"not a calendar date"),
+    ("1999-01", r"before 2000"),
+    (202506, r"expected a date YYYY-MM"),
+])
+def test_bad_as_of_names_the_dotted_field(value, match):
+    d = _raw("h100-sxm")
+    d["pricing"]["on_demand"]["as_of"] = value
+    with pytest.raises(ModelInputError, match=match):
+        parse_node(d, "h100-sxm.toml")
+
+
+def test_old_free_form_date_key_is_refused_with_the_new_name():
+    d = _raw("h100-sxm")
+    d["pricing"]["on_demand"]["date"] = d["pricing"]["on_demand"].pop("as_of")
+    with pytest.raises(ModelInputError, match=r"pricing\.on_demand\.date: renamed: write the listing date as as_of"):
+        parse_node(d, "h100-sxm.toml")
