@@ -305,3 +305,96 @@ def test_old_free_form_date_key_is_refused_with_the_new_name():
     d["pricing"]["on_demand"]["date"] = d["pricing"]["on_demand"].pop("as_of")
     with pytest.raises(ModelInputError, match=r"pricing\.on_demand\.date: renamed: write the listing date as as_of"):
         parse_node(d, "h100-sxm.toml")
+
+
+# ------------------------------------------------------------------ buyer quotes (hwmodels.prices)
+QUOTES = ("node,mode,usd_per_accelerator_hour,as_of,source\n"
+          "h100-sxm,on_demand,2.10,2026-11,Vendor X quote 1234\n"
+          "tpu-v5p,reserved_3y,1.70,2026-10-15,\"Google account team, 3-year CUD\"\n")
+TODAY = __import__("datetime").date(2026, 12, 3)
+
+
+def _quotes_file(tmp_path, text, name="q.csv"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_load_and_apply_quotes(tmp_path):
+    from hwmodels.prices import apply_quotes, load_quotes
+
+    cat = default_catalog()
+    qs = load_quotes(_quotes_file(tmp_path, QUOTES), cat, today=TODAY)
+    assert [(q.node, q.mode, q.usd_per_accelerator_hour, q.row) for q in qs] == [
+        ("h100-sxm", "on_demand", 2.10, 1), ("tpu-v5p", "reserved_3y", 1.70, 2)]
+    new = apply_quotes(cat, qs)
+    h = new.get("h100-sxm")
+    assert h.price_per_hour("on_demand") == pytest.approx(2.10 * 8)
+    assert h.price_per_accelerator_hour("on_demand") == pytest.approx(2.10)
+    p = h.price("on_demand")
+    assert p.provider == "buyer quote" and p.as_of == "2026-11" and "Vendor X quote 1234" in p.source
+    assert "q.csv row 1" in p.source and not p.stale(TODAY)
+    assert new.get("tpu-v5p").price_per_hour("reserved_3y") == pytest.approx(1.70 * 4)
+    # unquoted modes keep the catalog price; the input catalog is untouched
+    assert h.price("spot") == cat.get("h100-sxm").price("spot")
+    assert cat.get("h100-sxm").price("on_demand").provider == "AWS"
+    only = apply_quotes(cat, qs, only_quotes=True)
+    assert only.get("h100-sxm").modes == ("on_demand", "on_prem")
+    assert only.get("mi300x").modes == ("on_prem",)
+    with pytest.raises(ModelInputError, match="no buyer quote"):
+        only.get("mi300x").price("on_demand")
+
+
+@pytest.mark.parametrize("text, match", [
+    ("node,mode,usd_per_accelerator_hour,source\nh100-sxm,spot,1,x\n",
+     r"q\.csv: missing column 'as_of'; required columns: node, mode, usd_per_accelerator_hour, as_of, source"),
+    ("node,mode,usd_per_gpu_hour,usd_per_accelerator_hour,as_of,source\n",
+     r"unknown column 'usd_per_gpu_hour'; valid columns"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh300,spot,1,2026-01,x\n",
+     r"q\.csv: row 1 \(line 2\), column 'node': unknown value 'h300'; valid choices: a100-40gb-sxm, .*h100-sxm"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,lease,1,2026-01,x\n",
+     r"row 1 \(line 2\), column 'mode': unknown value 'lease'; valid choices: on_demand, reserved, reserved_3y, spot"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,on_prem,1,2026-01,x\n",
+     r"column 'mode': unknown value 'on_prem'.*edit \[pricing\.on_prem\.capex\]"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,1,2026-01,x\nb200,spot,0,2026-01,x\n",
+     r"row 2 \(line 3\), column 'usd_per_accelerator_hour': must be a finite number > 0, got '0'"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,-2,2026-01,x\n",
+     r"column 'usd_per_accelerator_hour': must be a finite number > 0, got '-2'"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,inf,2026-01,x\n",
+     r"column 'usd_per_accelerator_hour': must be a finite number > 0, got 'inf'"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,nan,2026-01,x\n",
+     r"column 'usd_per_accelerator_hour': must be a finite number > 0, got 'nan'"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,$2,2026-01,x\n",
+     r"column 'usd_per_accelerator_hour': not a number: '\$2'"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,2,Nov 2026,x\n",
+     r"column 'as_of': expected a date YYYY-MM or YYYY-MM-DD, got 'Nov 2026'"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,2,2026-02-30,x\n",
+     r"column 'as_of': .*not a calendar date"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,2,2027-01,x\n",
+     r"column 'as_of': '2027-01' is after today \(2026-12-03\)"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,2,2026-01,\n",
+     r"column 'source': empty"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,2,2026-01,Vendor, with comma\n",
+     r"row 1 \(line 2\): 6 cells but the header has 5"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,2,2026-01\n",
+     r"row 1 \(line 2\): 4 cells but the header has 5"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\nh100-sxm,spot,2,2026-01,a\n\nh100-sxm,spot,3,2026-02,b\n",
+     r"row 2 \(line 4\): h100-sxm / spot is quoted twice \(also row 1\)"),
+    ("node,mode,usd_per_accelerator_hour,as_of,source\n", r"no quotes \(only a header\)"),
+    ("", r"empty file"),
+])
+def test_bad_quotes_name_file_row_column_and_choices(tmp_path, text, match):
+    from hwmodels.prices import load_quotes
+
+    with pytest.raises(ModelInputError, match=match):
+        load_quotes(_quotes_file(tmp_path, text), default_catalog(), today=TODAY)
+
+
+def test_quotes_missing_file_and_column_order(tmp_path):
+    from hwmodels.prices import load_quotes
+
+    with pytest.raises(ModelInputError, match="no such file"):
+        load_quotes(tmp_path / "nope.csv")
+    qs = load_quotes(_quotes_file(tmp_path, "\ufeffsource,as_of,node,usd_per_accelerator_hour,mode\n"
+                                            "Lambda list,2026-09,b200, 4.99 ,on_demand\n"), today=TODAY)
+    assert (qs[0].node, qs[0].mode, qs[0].usd_per_accelerator_hour) == ("b200", "on_demand", 4.99)
