@@ -34,10 +34,12 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -55,9 +57,164 @@ from hwcore.store import Store, new_run_id
 
 KILL_GRACE_S = 5.0
 DONE = "ok"
+WORK_PREFIX = ".hweval-cell-"  # a cell's scratch folder in its run folder
+PARENT_ENV = "HWEVAL_RUNNER_PID"  # the worker dies with this process (Linux: PR_SET_PDEATHSIG)
+LOCK_PREFIX = ".hweval-run-"  # <store>/.hweval-run-<plan>.lock: one `hweval run` of a plan per store
 
 _active: set[subprocess.Popen] = set()
 _active_lock = threading.Lock()
+
+
+# -- children die with the runner ------------------------------------------------------
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_libc_prctl = None
+
+
+def _prctl():  # -> the libc prctl function, or None where there is none
+    global _libc_prctl
+    if _libc_prctl is None and sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            _libc_prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _libc_prctl = False
+    return _libc_prctl or None
+
+
+def die_with_parent(parent_pid: int | None) -> bool:
+    """Have the kernel SIGKILL this process when its parent dies (Linux ``PR_SET_PDEATHSIG``).
+
+    Survives ``exec``; a parent that died before the call is caught by comparing
+    ``getppid()`` with ``parent_pid`` (then this process kills itself). Returns
+    False where the platform has no such signal (the caller warns).
+    """
+    fn = _prctl()
+    if fn is None or fn(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        return False
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return True
+
+
+def _kernel_manager_class():  # -> a jupyter_client AsyncKernelManager subclass
+    """Kernels that die with their worker: ``PR_SET_PDEATHSIG`` in the kernel's pre-exec.
+
+    Only when the kernel is launched from the worker's main thread (the parent
+    death signal fires when the launching *thread* ends); otherwise ipykernel's
+    own parent poller (``JPY_PARENT_PID``, 1 s) ends the kernel once the worker is gone.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    _prctl()  # resolve before fork: the pre-exec function only calls it
+
+    class DiesWithWorker(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):  # noqa: ANN001 - jupyter_client's signature
+            if _prctl() is not None and threading.current_thread() is threading.main_thread():
+                parent = os.getpid()
+                kw.setdefault("preexec_fn", lambda: die_with_parent(parent) or None)
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return DiesWithWorker
+
+
+def sweep_scratch(out_dir: str | Path) -> list[Path]:
+    """Remove cell scratch folders (``runs/*/.hweval-cell-*``) left under ``out_dir`` by a killed runner.
+
+    Call it only while holding the plan's :class:`PlanLock`: then no live runner owns them.
+    """
+    removed = []
+    for d in Path(out_dir).glob(f"runs/*/{WORK_PREFIX}*"):
+        if d.is_dir():
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+# -- one run of a plan per store --------------------------------------------------------
+class PlanLocked(InputError):
+    """Another live process runs this plan on this store."""
+
+
+class PlanLock:
+    """Advisory lock (``fcntl.flock``) on ``<store>/.hweval-run-<plan>.lock`` for the length of a run.
+
+    The kernel drops it when the holder exits, SIGKILL included, so a stale lock
+    never blocks; the file records the holder (pid, host, run id) for the refusal message.
+    """
+
+    def __init__(self, store: Store, plan_name: str) -> None:
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", plan_name) or "_"
+        self.path = Path(store.path) / f"{LOCK_PREFIX}{safe}.lock"
+        self.plan_name = plan_name
+        self._fd: int | None = None
+
+    def holder(self) -> str:
+        try:
+            text = self.path.read_text().strip()
+        except OSError:
+            text = ""
+        return text or "pid unknown"
+
+    def _open(self) -> int:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InputError(f"store: cannot create the run lock {self.path}: {exc.strerror}") from exc
+
+    def acquire(self, *, wait: bool = False, run_id: str = "", on_wait: Callable[[str], None] | None = None) -> None:
+        import fcntl
+
+        fd = self._open()
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not wait:
+                    raise PlanLocked(
+                        f"plan {self.plan_name}: already running on this store ({self.holder()}; lock {self.path}); "
+                        "wait for it or pass --wait-lock"
+                    ) from None
+                if on_wait is not None:
+                    on_wait(self.holder())
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            os.ftruncate(fd, 0)
+            info = f"pid {os.getpid()} on {socket.gethostname()}, run {run_id or '?'}, since {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
+            os.pwrite(fd, info.encode() + b"\n", 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def is_held_elsewhere(self) -> bool:
+        """True when another process holds the lock now (changes nothing)."""
+        import fcntl
+
+        if not self.path.exists():
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the only descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> PlanLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 # -- completion state -----------------------------------------------------------------
@@ -191,15 +348,23 @@ def run_cell(
     started = datetime.now(UTC)
     t0 = time.monotonic()
 
-    with tempfile.TemporaryDirectory(prefix="hweval-cell-") as tmp:
-        spec_path = Path(tmp) / "spec.json"
-        result_path = Path(tmp) / "result.json"
-        spec = {"cell": cell.to_json(), "output": str(output), "result": str(result_path)}
+    # the worker's scratch (spec, result, converted input, kernel connection file) lives beside the output, not
+    # in /tmp: removed when the cell ends, and swept by the next run of the plan if this runner is SIGKILLed
+    work = out / f"{WORK_PREFIX}{cell.cell_id}"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "runtime").mkdir(parents=True)
+    try:
+        spec_path = work / "spec.json"
+        result_path = work / "result.json"
+        spec = {"cell": cell.to_json(), "output": str(output), "result": str(result_path),
+                "input": str(work / "input.ipynb")}
         spec_path.write_text(json.dumps(spec, default=str))
         wenv = dict(os.environ)
         wenv.update(env or {})
         wenv.update(
             {
+                PARENT_ENV: str(os.getpid()),
+                "JUPYTER_RUNTIME_DIR": str(work / "runtime"),
                 "HWEVAL_RUN_ID": run_id,
                 "HWEVAL_PLAN": plan_name,
                 "HWEVAL_NOTEBOOK": cell.notebook,
@@ -247,6 +412,8 @@ def run_cell(
                 status, error = "failed", f"worker killed by signal {signal.Signals(-rc).name}\n{_tail(log)}"
             else:
                 status, error = "failed", f"worker exited with code {rc} without a result\n{_tail(log)}"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
     wall_s = time.monotonic() - t0
     fp = fingerprint()
@@ -296,6 +463,12 @@ def kill_active() -> None:
 
 # -- the worker (runs inside the subprocess) --------------------------------------------
 def _worker(spec_path: str) -> int:
+    parent = os.environ.get(PARENT_ENV)
+    if parent and not die_with_parent(int(parent)):
+        import warnings
+
+        warnings.warn("hweval.runner: no parent-death signal on this platform; a killed runner may leave this "
+                      "worker running", RuntimeWarning, stacklevel=1)
     spec = json.loads(Path(spec_path).read_text())
     cell = spec["cell"]
     output = Path(spec["output"])
@@ -312,7 +485,7 @@ def _worker(spec_path: str) -> int:
     try:
         nb = jupytext.read(cell["notebook_path"])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        src = output.with_name(f".{output.stem}.input.ipynb")
+        src = Path(spec["input"]) if spec.get("input") else output.with_name(f".{output.stem}.input.ipynb")
         nbformat.write(nb, src)
     except Exception as exc:  # noqa: BLE001
         return finish("failed", f"cannot convert {cell['notebook_path']}: {exc}")
@@ -326,6 +499,7 @@ def _worker(spec_path: str) -> int:
             progress_bar=False,
             log_output=True,
             request_save_on_cell_execute=True,
+            kernel_manager_class=_kernel_manager_class(),
         )
         status, error = "ok", None
     except pm.PapermillExecutionError as exc:

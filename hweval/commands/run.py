@@ -39,11 +39,14 @@ def _report_html(report_dir: Path) -> Path:
               help="Override every cell's timeout (seconds).")
 @click.option("--dry-run", is_flag=True, help="List the cells and what would run; run nothing.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--wait-lock", is_flag=True,
+              help="If another `hweval run` of this plan holds this store, wait for it instead of refusing.")
 @store_option
-def run(plan_path, out_dir, jobs, resume, force, backend, timeout_s, dry_run, no_progress, store_path) -> None:
+def run(plan_path, out_dir, jobs, resume, force, backend, timeout_s, dry_run, no_progress, wait_lock,
+        store_path) -> None:
     """Execute a plan's notebooks (locally or on Slurm) and build its report."""
     from hweval.plan import load_plan
-    from hweval.runner import cell_states, run_cell, run_local, select_cells
+    from hweval.runner import PlanLock
     from hwcore.store import new_run_id
 
     plan = load_plan(plan_path)
@@ -53,6 +56,23 @@ def run(plan_path, out_dir, jobs, resume, force, backend, timeout_s, dry_run, no
         raise InputError(f"--out: {out} exists and is not a directory")
     if backend == "slurm" and importlib.util.find_spec("hweval.slurm") is None:
         raise InputError("--backend: 'slurm' needs the module hweval.slurm, which is not installed in this checkout")
+    lock = PlanLock(store, plan.name)
+    run_id = new_run_id()
+    if dry_run:
+        if lock.is_held_elsewhere():
+            click.echo(f"note: plan {plan.name} is running now ({lock.holder()}); its cells may change", err=True)
+        _run(plan, store, out, jobs, resume, force, backend, timeout_s, True, no_progress, run_id)
+        return
+    # one run of a plan per store: a second run (or --resume) never runs a cell a live run is running
+    lock.acquire(wait=wait_lock, run_id=run_id,
+                 on_wait=lambda who: click.echo(f"plan {plan.name}: waiting for the run holding the lock ({who})",
+                                                err=True))
+    with lock:
+        _run(plan, store, out, jobs, resume, force, backend, timeout_s, False, no_progress, run_id)
+
+
+def _run(plan, store, out, jobs, resume, force, backend, timeout_s, dry_run, no_progress, run_id) -> None:  # noqa: ANN001
+    from hweval.runner import cell_states, run_cell, run_local, select_cells, sweep_scratch
 
     cells = plan.cells()
     skipped_remote = []
@@ -79,7 +99,8 @@ def run(plan_path, out_dir, jobs, resume, force, backend, timeout_s, dry_run, no
             click.echo(f"{'report':14s} {report_cell.cell_id}  -> {_report_html(report_dir)}")
         return
 
-    run_id = new_run_id()
+    if out.is_dir():
+        sweep_scratch(out)  # scratch of a runner killed earlier (we hold the lock: no live runner owns it)
     need_report = report_cell is not None and (
         bool(todo) or force or report_state is None or report_state["status"] != "ok"
         or not _report_html(report_dir).exists()
