@@ -1,4 +1,4 @@
-"""Collective communication: alpha-beta fits and parallel step-time projections.
+"""Collective communication: bandwidth-ramp and alpha-beta fits, link-figure model, step-time projections.
 
 **Bus bandwidth** (nccl-tests ``doc/PERFORMANCE.md``): for a collective moving
 ``S`` bytes in time ``t`` on ``n`` ranks, ``algbw = S / t`` and
@@ -20,6 +20,55 @@ Student t on the WLS covariance; ``B``'s interval is the image of ``1/B``'s.
 Projecting to another rank count: ``latency_scaling="ring"`` scales alpha by
 ``(n-1)/(n_fit-1)`` (Thakur et al.), ``"tree"`` by ``log2 n / log2 n_fit``,
 ``"constant"`` keeps it.
+
+**Bandwidth ramp** (:class:`CommsModel`, the model to use; alpha-beta is kept
+for its callers). Measured busbw keeps rising from 256 MiB to 16 GiB (8 x H100:
+422 -> 480 GB/s), which a single latency cannot produce: on the public curves
+in ``data/reference/nccl_tests`` the alpha-beta fit on sizes <= 256 MiB misses
+1-16 GiB busbw by 23-53%. NCCL pipelines every collective in chunks through
+its rings/trees (NCCL User Guide, "Environment Variables": ``NCCL_ALGO``
+Ring/Tree/NVLS/..., ``NCCL_PROTO`` LL/LL128/Simple, chosen per size by its
+tuner). A message of ``X = F(n) S`` bus bytes cut into chunks of size ``c``
+through a pipeline of depth ``d`` costs ``(X/c + d)(a_c + c/B)``; the best chunk,
+``c* = sqrt(X a_c B / d)``, gives (the segmented-pipeline model of
+Pjesivac-Grbovic et al., "Performance analysis of MPI collective operations",
+Cluster Computing 10, 2007, minimised over the segment size)::
+
+    t(S) = alpha + (sqrt(fill) + sqrt(F(n) S / B_inf))^2
+         = alpha + fill + 2 sqrt(fill F S / B_inf) + F S / B_inf
+
+three parameters: ``alpha`` (launch latency), ``fill = d a_c`` (pipeline fill)
+and ``B_inf`` (asymptotic bus bandwidth). Latency, a square-root ramp,
+saturation. Fitted by nonlinear least squares on ``ln t`` (relative errors:
+timings span six decades), parameters on the log scale, covariance
+``s^2 (J^T J)^+`` with the analytic Jacobian.
+
+**Regimes**: NCCL switches algorithm or protocol at sizes of its tuner's
+choosing; a switch shows as a drop of the local log-log slope
+``d ln t / d ln S`` (which within one ramp only rises, from 0 to 1). Where the
+slope drops by more than ``SWITCH_SLOPE_DROP`` = 0.5 at a size whose time is
+at least 3x the latency floor, and both sides keep >= 4 distinct sizes, the
+sweep is split and each regime fitted on its own; sizes beyond the sweep use
+the top regime (on the 2 x A3 Mega curve: a switch at 32 MiB).
+
+**Intervals**: replicates (out-of-place and in-place columns, repeated
+sweeps) are averaged per size before fitting, so a regime's degrees of
+freedom count distinct sizes (replicates say nothing about the shape); the
+prediction variance of ``ln t`` is ``g' C g + max(s2_top, s2_pooled) + s2_within``
+(parameter, lack-of-fit of the top regime or of all regimes pooled, whichever
+is larger, and replicate scatter), with Student t quantiles.
+
+**Hierarchy** (:class:`LinkModel`, catalog link figures, no fit): inside one
+scale-up domain (``scale_up_size`` accelerators) busbw is
+``INTRA_EFFICIENCY x intra_node_unidir_bytes_per_s``; across ``N`` domains of
+``k`` accelerators a collective reduces/gathers inside the domain (``F(k)``
+bus bytes per byte on NVLink) and crosses the network with every accelerator's
+own NIC carrying ``1/k`` of the data (``F(N)/k`` per byte at
+``INTER_EFFICIENCY x inter_node_bytes_per_s_per_accelerator``), the two stages
+pipelined so the slower sets the rate (NCCL's hierarchical/tree algorithms,
+PXN; alltoall cannot aggregate and sendrecv crosses one NIC). A fitted
+:class:`CommsResult` projects to another rank count through the ratio of the
+link model's busbw (``with_link``) and ring/tree scaling of its latencies.
 
 **Step-time projections** (all times in seconds):
 
