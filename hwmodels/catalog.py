@@ -135,6 +135,7 @@ class Peak:
     dense_flops_per_s: float
     sparse_flops_per_s: float | None
     source: str
+    derivation: dict[str, Any] | None = None  # units_count, flops_per_clock_per_unit_count, clock_hz, source
 
 
 @dataclass(frozen=True)
@@ -426,11 +427,13 @@ def _parse_peak(t: _Table, dtype: str, node_id: str) -> Peak:
             raise t.err(skey, f"with-sparsity figure must be {SPARSITY_FACTOR:g}x the dense figure (2:4 structured "
                               f"sparsity), got {ratio:.3g}x; is the sparse number in {dkey}?")
     der = t.sub("derivation", required=False)
+    derivation = None
     if der is not None:
         n = der.number("units_count")
         per = der.number("flops_per_clock_per_unit_count")
         clk, _ = der.unit_number("clock", ("GHz",))
-        der.source()
+        derivation = {"units_count": n, "flops_per_clock_per_unit_count": per, "clock_hz": clk,
+                      "flops_per_s": n * per * clk, "source": der.source()}
         der.done()
         derived = n * per * clk
         rel = dense / derived
@@ -439,7 +442,7 @@ def _parse_peak(t: _Table, dtype: str, node_id: str) -> Peak:
             raise t.err(dkey, f"{dense / 1e12:.4g} TFLOP/s disagrees with its derivation units x FLOP/clock x clock "
                               f"= {derived / 1e12:.4g} TFLOP/s (ratio {rel:.3g}){hint}")
     t.done()
-    return Peak(dtype, dense, sparse, src)
+    return Peak(dtype, dense, sparse, src, derivation)
 
 
 def _parse_price(t: _Table, mode: str) -> Price:
@@ -694,3 +697,66 @@ def match_node(fingerprint: dict[str, Any], catalog: Catalog | None = None) -> N
             continue
         return node
     return None
+
+
+@dataclass(frozen=True)
+class CatalogCheck:
+    """Result of :func:`check_catalog`: every file read on its own, every problem one line."""
+
+    path: str
+    files: list[str]
+    nodes: list[NodeType]
+    errors: list[str]
+    today: _dt.date
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def stale(self) -> dict[str, list[str]]:
+        """node id -> available modes whose price is older than 12 months on ``today``."""
+        return {n.id: s for n in self.nodes if (s := n.stale_prices(self.today))}
+
+
+def check_catalog(path_or_dir: str | os.PathLike[str] | None = None, *,
+                  today: _dt.date | str | None = None) -> CatalogCheck:
+    """Validate every ``*.toml`` (or one file) independently, collecting one error line per bad file.
+
+    Beyond what loading checks (units, sources, dense/sparse = 2x, derivations
+    within 3%, topology, dates that parse), a file must be named after its id
+    and no price may be dated after ``today``; ids must be unique.
+    """
+    t = _today(today)
+    p = Path(path_or_dir) if path_or_dir is not None else default_dir()
+    if p.is_dir():
+        files = sorted(p.glob("*.toml"))
+        if not files:
+            raise ModelInputError(f"catalog: no *.toml files in {p}")
+    elif p.is_file():
+        files = [p]
+    else:
+        raise ModelInputError(f"catalog: no such file or directory {str(p)!r}")
+    nodes: list[NodeType] = []
+    errors: list[str] = []
+    seen: dict[str, str] = {}
+    for f in files:
+        try:
+            n = load_node(f)
+        except ModelInputError as exc:
+            msg = str(exc)
+            errors.append(msg if msg.startswith(f.name) else f"{f.name}: {msg.removeprefix('catalog: ')}")
+            continue
+        if n.id != f.stem:
+            errors.append(f"{f.name}: id: {n.id!r} does not match the file name (expected id = {f.stem!r})")
+            continue
+        future = [m for m, pr in n.pricing.items() if pr.as_of and parse_as_of(pr.as_of) > t]
+        if future:
+            m = future[0]
+            errors.append(f"{f.name}: pricing.{m}.as_of: {n.pricing[m].as_of!r} is after today ({t.isoformat()})")
+            continue
+        if n.id in seen:
+            errors.append(f"{f.name}: id: {n.id!r} already defined in {seen[n.id]}")
+            continue
+        seen[n.id] = f.name
+        nodes.append(n)
+    return CatalogCheck(str(p), [f.name for f in files], nodes, errors, t)
