@@ -247,9 +247,57 @@ class ReportRecord(_Stored):
                    candidates=tuple(p.get("candidates") or ()), **cls._common(row))
 
 
+@dataclass(frozen=True, kw_only=True)
+class MlperfRecord(_Stored):
+    """One imported MLPerf Training run (``aggregate="run"``) or a benchmark result (``"olympic_mean"``).
+
+    Built by :mod:`hweval.importers.mlperf`; ``provenance`` holds the source
+    file(s), their sha256 and the importer version.
+    """
+
+    KIND: ClassVar[tuple[str, ...]] = ("mlperf",)
+
+    benchmark: str
+    system: str | None = None
+    aggregate: str = "run"
+    submission: Mapping[str, Any] = field(default_factory=dict)
+    system_desc: Mapping[str, Any] = field(default_factory=dict)
+    accelerators: int | None = None
+    time_to_train_s: float | None = None
+    global_batch_size: float | None = None
+    seed: Any = None
+    eval_curve: tuple[Mapping[str, Any], ...] | list[Mapping[str, Any]] = ()
+    run_status: str | None = None
+    olympic: Mapping[str, Any] = field(default_factory=dict)
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> Record:
+        params = {"system": self.system, "aggregate": self.aggregate, "submission": dict(self.submission),
+                  "system_desc": dict(self.system_desc), "accelerators": self.accelerators,
+                  "global_batch_size": self.global_batch_size, "seed": self.seed, **dict(self.provenance)}
+        metrics: dict[str, Any] = {"time_to_train_s": self.time_to_train_s, "run_status": self.run_status,
+                                   "eval_curve": [dict(e) for e in self.eval_curve]}
+        if self.olympic:
+            metrics["olympic"] = dict(self.olympic)
+        return self._record(kind="mlperf", name=self.benchmark, params=params, metrics=metrics,
+                            units={"time_to_train_s": "s"})
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> MlperfRecord:
+        p, m = _obj(row.get("params")), _obj(row.get("metrics"))
+        known = {"system", "aggregate", "submission", "system_desc", "accelerators", "global_batch_size", "seed"}
+        return cls(benchmark=row["name"], system=_opt_str(p.get("system")), aggregate=str(p.get("aggregate") or "run"),
+                   submission=p.get("submission") or {}, system_desc=p.get("system_desc") or {},
+                   accelerators=p.get("accelerators"), time_to_train_s=m.get("time_to_train_s"),
+                   global_batch_size=p.get("global_batch_size"), seed=p.get("seed"),
+                   eval_curve=tuple(m.get("eval_curve") or ()), run_status=_opt_str(m.get("run_status")),
+                   olympic=m.get("olympic") or {}, provenance={k: v for k, v in p.items() if k not in known},
+                   **cls._common(row))
+
+
 #: store kind -> its record type
 BY_KIND: dict[str, type[_Stored]] = {k: cls for cls in (KernelRecord, WorkloadRecord, CellRecord, FitRecord,
-                                                         ReportRecord) for k in cls.KIND}
+                                                         ReportRecord, MlperfRecord) for k in cls.KIND}
 
 
 def read(store: Store, cls: type[T], **filters: Any) -> list[T]:

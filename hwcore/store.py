@@ -52,7 +52,7 @@ from hwcore.errors import InputError
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "diverged", "oom", "timeout", "preempted", "skipped")
-KINDS = ("kernel", "workload", "fit", "notebook", "collective", "report", "other")
+KINDS = ("kernel", "workload", "fit", "notebook", "collective", "report", "mlperf", "other")
 ENV_VAR = "HWEVAL_STORE"
 QUARANTINE_DIR = "quarantine"  # damaged parts are moved here, each beside a <name>.reason.txt
 TMP_GRACE_ENV = "HWEVAL_STORE_TMP_GRACE_S"
