@@ -148,7 +148,10 @@ def test_cost_csv_json(cli, tmp_path):
     assert out["pareto"] and out["break_even"] and out["sensitivity"]
     one = _json(cli("cost", "--catalog", str(REPO / "data" / "catalog" / "h100-sxm.toml"), "--workload-results",
                     str(_one_node_csv(tmp_path)), "--target", "samples=3.6e6", "--pricing", "on_demand", "--json"))
-    assert len(one["rows"]) == 1 and one["rows"][0]["cost_usd"] == pytest.approx(98.32)
+    from hwmodels.catalog import load_node  # 3.6e6 samples at 1000/s = 1 node-hour at the catalog rate
+
+    h100_hourly = load_node(REPO / "data" / "catalog" / "h100-sxm.toml").price_per_hour("on_demand")
+    assert len(one["rows"]) == 1 and one["rows"][0]["cost_usd"] == pytest.approx(h100_hourly)
 
 
 def _one_node_csv(tmp_path):
