@@ -246,6 +246,8 @@ def scaling_section(results: Iterable[dict[str, Any]], *, max_n: int | None = No
         res = Scaling(model="auto").fit(df["nprocs"].to_numpy(), df["samples_per_s"].to_numpy())
     except ValueError as exc:  # hwmodels.errors.ModelInputError: e.g. too few points for any model
         return {"ok": False, "summary": f"scaling: no fit: {exc}", "points": pts, "curve": [], "fit": {}}
+    if not getattr(res, "identifiable", True):  # e.g. runs at n in {1, 2}: said, never drawn as a prediction
+        return {"ok": False, "summary": f"scaling: not enough data: {res.message}", "points": pts, "curve": [], "fit": {}}
     top = max_n or int(max(8, 4 * max(ns)))
     xs = list(range(1, top + 1))
     pred = res.predict(xs, alpha=alpha) if _accepts(res.predict, "alpha") else res.predict(xs)

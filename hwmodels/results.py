@@ -8,6 +8,16 @@ the residual degrees of freedom; ``conf_int(alpha)`` gives Wald intervals
 with the covariance ``s^2 (J^T J)^-1`` of nonlinear least squares (Bates & Watts,
 *Nonlinear Regression Analysis and Its Applications*, 1988, ch. 2).
 
+The inverse is taken on the column-scaled Jacobian (:func:`cov_from_jacobian`):
+``J = Js D`` with ``D = diag(||J_j||)``, ``(J^T J)^-1 = D^-1 (Js^T Js)^-1 D^-1``
+through the SVD of ``Js``. Parameters on scales 1e2 (a throughput) and 1e-4 (a
+coherency) otherwise give ``J^T J`` a condition number near 1e18, and a
+pseudo-inverse with the default cutoff silently drops the small direction and
+understates the standard errors (Golub & Van Loan, *Matrix Computations*,
+4th ed., sec. 5.3.7 on column scaling). A direction that stays singular after
+scaling (relative singular value < 1e-10) is not identified: every parameter
+loading on it gets an infinite variance rather than a falsely small one.
+
 Information criteria for a Gaussian likelihood with the variance profiled out
 (Burnham & Anderson, *Model Selection and Multimodel Inference*, 2002, eq. 2.13
 and 2.14), with ``k`` counting the fitted parameters plus the variance:
@@ -189,10 +199,14 @@ def nls(
     eps_u = np.where(np.isfinite(ub), 1e-9 * (np.abs(ub) + 1), 0.0)
     p0 = np.clip(p0, lb + eps_l, ub - eps_u)
 
-    def resid(p):
+    def resid_finite(p):
         r = y - f(x, p)
         if sw is not None:
             r = r * sw
+        return r
+
+    def resid(p):
+        r = resid_finite(p)
         return np.where(np.isfinite(r), r, 1e150)
 
     with single_thread_blas():
@@ -202,24 +216,63 @@ def nls(
     rss = dot(r, r) + float(rss_within)
     n, k = (y.size if n_obs is None else int(n_obs)), p.size
     dof = n - k
-    J = sol.jac
+    J = jacobian(lambda q: -resid_finite(q), p, lb, ub)
+    s2 = rss / dof if dof > 0 else math.inf
+    return p, cov_from_jacobian(J, s2), rss, dof
+
+
+def cov_from_jacobian(J: np.ndarray, s2: float, *, rcond: float = 1e-10) -> np.ndarray:
+    """``s2 (J^T J)^-1`` computed on the column-scaled Jacobian; inf variance along unidentified directions."""
+    J = np.asarray(J, dtype=float)
+    k = J.shape[1]
+    if not np.all(np.isfinite(J)):
+        return np.full((k, k), np.inf)
+    d = np.sqrt(np.einsum("ij,ij->j", J, J))
+    dead = ~(d > 0)
+    d = np.where(dead, 1.0, d)
+    Js = J / d
     try:
         with single_thread_blas():
-            jtj_inv = np.linalg.pinv(J.T @ J)
+            _, sv, vt = np.linalg.svd(Js, full_matrices=False)
     except np.linalg.LinAlgError:
-        jtj_inv = np.full((k, k), np.inf)
-    s2 = rss / dof if dof > 0 else math.inf
-    cov = jtj_inv * s2
-    return p, cov, rss, dof
+        return np.full((k, k), np.inf)
+    keep = sv > rcond * (sv[0] if sv.size else 0.0)
+    inv_s = np.where(keep, 1.0 / np.where(keep, sv, 1.0) ** 2, 0.0)
+    cov_s = (vt.T * inv_s) @ vt
+    cov = cov_s / np.outer(d, d) * s2
+    if not np.all(keep) or np.any(dead):
+        # a null direction of the scaled problem: parameters loading on it are not identified
+        null = np.abs(vt[~keep]).max(axis=0) > 1e-6 if np.any(~keep) else np.zeros(k, bool)
+        bad = null | dead
+        cov[bad, :] = np.inf
+        cov[:, bad] = np.inf
+    return cov
 
 
-def jacobian(g: Callable[[np.ndarray], np.ndarray], p: np.ndarray) -> np.ndarray:
-    """Central finite-difference Jacobian of ``g`` at ``p`` (rows: outputs)."""
+def jacobian(g: Callable[[np.ndarray], np.ndarray], p: np.ndarray, lb: Any = None, ub: Any = None) -> np.ndarray:
+    """Central finite-difference Jacobian of ``g`` at ``p`` (rows: outputs).
+
+    Step ``h_i = 1e-6 max(|p_i|, 1e-8)``; a parameter sitting on a bound (``lb``/``ub``) gets a one-sided
+    difference into the feasible side, so that e.g. a coherency fitted as exactly 0 keeps a finite derivative.
+    """
     p = np.asarray(p, dtype=float)
+    lb = np.full(p.size, -np.inf) if lb is None else np.asarray(lb, dtype=float)
+    ub = np.full(p.size, np.inf) if ub is None else np.asarray(ub, dtype=float)
     g0 = np.atleast_1d(g(p))
     J = np.empty((g0.size, p.size))
     for i in range(p.size):
         h = 1e-6 * max(abs(p[i]), 1e-8)
+        if p[i] - h < lb[i]:  # forward difference at a lower bound
+            h = 1e-6 * max(abs(p[i]), abs(ub[i] - lb[i]) * 1e-3 if np.isfinite(ub[i] - lb[i]) else 1e-6, 1e-8)
+            pp = p.copy()
+            pp[i] += h
+            J[:, i] = (np.atleast_1d(g(pp)) - g0) / h
+            continue
+        if p[i] + h > ub[i]:  # backward difference at an upper bound
+            pm = p.copy()
+            pm[i] -= h
+            J[:, i] = (g0 - np.atleast_1d(g(pm))) / h
+            continue
         pp, pm = p.copy(), p.copy()
         pp[i] += h
         pm[i] -= h

@@ -15,22 +15,45 @@ Models (``N`` devices, ``X(N)`` throughput, ``x1`` the one-device throughput):
 
 Fitting is nonlinear least squares on throughput (additive Gaussian errors, as
 the R ``usl`` package does), or on log throughput with ``errors="multiplicative"``
-(constant relative noise across scales). Parameter intervals are Wald/Student
-t (see :mod:`hwmodels.results`); prediction intervals add the residual
-variance to the delta-method variance of the mean:
-``y_hat +/- t * sqrt(g^T Cov g + s^2)``. ``model="auto"`` picks the model with
-the lowest BIC (Schwarz 1978; ``criterion=`` may choose ``aic`` or ``aicc``,
-all three are reported in ``candidates``). BIC is the default because scaling
-sweeps are short (5-10 points): AICc's small-sample penalty
+(constant relative noise across scales, which is how timing noise behaves), or
+``errors="auto"`` (the default): both are fitted and the one with the higher
+Gaussian likelihood *on the throughput scale* wins -- the log fit's likelihood
+carries the Jacobian ``-sum ln y`` of the transform (Box & Cox, JRSS B 26,
+1964, sec. 3), so the two are comparable. The covariance is ``s^2 (J^T J)^-1``
+on the column-scaled Jacobian (:func:`hwmodels.results.cov_from_jacobian`),
+cross-checked against statsmodels OLS on the linearized model in the tests.
+Parameter intervals are Wald/Student t (see :mod:`hwmodels.results`).
+
+**Two intervals.** ``predict(..., interval="confidence")`` is the interval of
+the mean curve (delta method, ``g^T Cov g``); ``interval="prediction"`` (the
+default) is for one new run and adds the run-to-run noise ``s^2``:
+``y_hat +/- t * sqrt(g^T Cov g + s^2)``. Both are always returned
+(``ci_lo/ci_hi``, ``pi_lo/pi_hi``); ``noise`` says where the run-to-run
+variance comes from (the residuals, and the pure-error variance of repeated
+runs at one device count when there are repeats).
+
+**Selection.** ``model="auto"`` picks the model with the lowest BIC (Schwarz
+1978; ``criterion=`` may choose ``aic`` or ``aicc``, all three are reported in
+``candidates``), except that the USL is taken whenever the data bend: its fitted
+peak ``N*`` lies inside the measured range and its ``kappa`` is positive at 95%
+(one-sided) -- a throughput that falls with more devices is something Amdahl
+cannot represent, whatever the criterion says. BIC is the default because
+scaling sweeps are short (5-10 points): AICc's small-sample penalty
 ``2k(k+1)/(n-k-1)`` then dominates and rejects the USL even on data whose
-throughput visibly falls (the SPEC SDM91 case in the tests: BIC picks USL,
-AICc would pick Amdahl, which cannot decline). Scaling efficiency is ``X(N) / (N * X(1))``.
+throughput visibly falls (the SPEC SDM91 case in the tests). Scaling efficiency
+is ``X(N) / (N * X(1))``.
+
+**Identifiability.** Amdahl has 2 parameters and the USL 3; with device counts
+at fewer than 3 distinct values the contention and the one-device throughput
+cannot be told apart from noise (any curve through two points fits). Such a
+result has ``identifiable=False`` and a ``message``; ``predict`` refuses
+(``ModelInputError``), so a non-identified fit is never shown as a prediction.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +62,7 @@ from hwmodels.errors import ModelInputError, choices_error
 from hwmodels.results import FitResult, as_float_array, check_alpha, jacobian, nls, t_quantile
 
 MODELS = ("amdahl", "usl")
-ERRORS = ("additive", "multiplicative")
+ERRORS = ("additive", "multiplicative", "auto")
 
 
 def amdahl(n: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -62,6 +85,9 @@ class ScalingResult(FitResult):
 
     errors: str = "additive"
     candidates: dict[str, dict[str, float]] = field(default_factory=dict)
+    identifiable: bool = True
+    message: str = "ok"
+    noise: dict[str, Any] = field(default_factory=dict)
 
     def _f(self, n, p=None):
         return _FUNCS[self.model](np.asarray(n, dtype=float), self.values if p is None else p)
@@ -69,28 +95,39 @@ class ScalingResult(FitResult):
     def predict(self, n: Any, *, alpha: float = 0.05, interval: str = "prediction") -> dict[str, np.ndarray]:
         """Throughput at ``n`` devices with a ``1-alpha`` interval.
 
-        ``interval="prediction"`` (a new measurement) or ``"confidence"`` (the mean curve).
+        ``interval="prediction"`` (a new run: mean-curve uncertainty plus run-to-run noise) or
+        ``"confidence"`` (the mean curve) sets ``lo``/``hi``; both are also returned as
+        ``pi_lo/pi_hi`` and ``ci_lo/ci_hi``. Refuses a non-identifiable fit.
         """
         alpha = check_alpha(alpha)
         if interval not in ("prediction", "confidence"):
             raise choices_error("interval", interval, ("prediction", "confidence"))
+        if not self.identifiable:
+            raise ModelInputError(f"scaling: no prediction: {self.message}")
         n = np.atleast_1d(np.asarray(n, dtype=float))
         if np.any(n <= 0):
             raise ModelInputError("predict: device counts must be > 0")
         t = t_quantile(1 - alpha / 2, self.dof)
-        s2 = self.sigma2 if interval == "prediction" else 0.0
         if self.errors == "multiplicative":
             g = lambda p: np.log(np.maximum(self._f(n, p), 1e-300))  # noqa: E731
         else:
             g = lambda p: self._f(n, p)  # noqa: E731
         J = jacobian(g, self.values)
-        var = np.einsum("ij,jk,ik->i", J, self.cov, J) + s2
+        with np.errstate(invalid="ignore"):
+            var_mean = np.einsum("ij,jk,ik->i", J, np.nan_to_num(self.cov, posinf=1e300), J)
         mid = g(self.values)
-        half = t * np.sqrt(np.maximum(var, 0))
-        lo, hi = mid - half, mid + half
-        if self.errors == "multiplicative":
-            mid, lo, hi = np.exp(mid), np.exp(lo), np.exp(hi)
-        return {"x": n, "y": mid, "lo": lo, "hi": hi}
+        out = {"x": n}
+        pi_var = self.noise.get("pi_var", self.sigma2)
+        for tag, var in (("ci", var_mean), ("pi", var_mean + pi_var)):
+            half = t * np.sqrt(np.maximum(var, 0))
+            lo, hi = mid - half, mid + half
+            if self.errors == "multiplicative":
+                lo, hi = np.exp(lo), np.exp(hi)
+            out[f"{tag}_lo"], out[f"{tag}_hi"] = lo, hi
+        y = np.exp(mid) if self.errors == "multiplicative" else mid
+        tag = "pi" if interval == "prediction" else "ci"
+        out.update(y=y, lo=out[f"{tag}_lo"], hi=out[f"{tag}_hi"], interval=interval)
+        return out
 
     def efficiency(self, n: Any) -> np.ndarray:
         """Scaling efficiency ``X(N) / (N X(1))`` of the fitted curve."""
@@ -106,7 +143,8 @@ class ScalingResult(FitResult):
 
     def to_dict(self, alpha: float = 0.05) -> dict[str, Any]:
         d = super().to_dict(alpha)
-        d.update(errors=self.errors, candidates=self.candidates, peak_devices=self.peak_devices())
+        d.update(errors=self.errors, candidates=self.candidates, peak_devices=self.peak_devices(),
+                 identifiable=self.identifiable, message=self.message, noise=self.noise)
         return d
 
 
@@ -120,10 +158,10 @@ def efficiency(devices: Any, throughput: Any) -> np.ndarray:
 
 @dataclass(frozen=True, kw_only=True)
 class Scaling:
-    """``Scaling(model="auto"|"amdahl"|"usl", errors="additive"|"multiplicative").fit(n, x)``."""
+    """``Scaling(model="auto"|"amdahl"|"usl", errors="auto"|"additive"|"multiplicative").fit(n, x)``."""
 
     model: str = "auto"
-    errors: str = "additive"
+    errors: str = "auto"
     criterion: str = "bic"
 
     def __post_init__(self) -> None:
@@ -148,6 +186,22 @@ class Scaling:
             raise ModelInputError(f"scaling data: {n.size} device counts but {x.size} throughputs")
         if np.any(n <= 0) or np.any(x <= 0):
             raise ModelInputError("scaling data: device counts and throughputs must be > 0")
+        distinct = np.unique(n).size
+        if distinct < 3:
+            return self._not_identifiable(n, x, distinct)
+        if self.errors == "auto":
+            fits = {e: self._select(n, x, e) for e in ("additive", "multiplicative")}
+            # Gaussian log-likelihood on the throughput scale, variance profiled out; the log fit pays -sum ln y
+            ll = {e: -0.5 * r.n * math.log(max(r.rss, 1e-300) / r.n) - (float(np.sum(np.log(x))) if e == "multiplicative" else 0.0)
+                  for e, r in fits.items()}
+            best_e = max(ll, key=ll.get)
+            r = fits[best_e]
+            meta = dict(r.meta, errors_selected_by="likelihood on the throughput scale",
+                        loglik_additive=ll["additive"], loglik_multiplicative=ll["multiplicative"])
+            return replace(r, meta=meta)
+        return self._select(n, x, self.errors)
+
+    def _select(self, n: np.ndarray, x: np.ndarray, errors: str) -> ScalingResult:
         models = MODELS if self.model == "auto" else (self.model,)
         fits = {}
         for m in models:
@@ -157,17 +211,38 @@ class Scaling:
                     raise ModelInputError(f"scaling.model={m}: needs at least {need} points at "
                                           f"{len(_NAMES[m])} distinct device counts, got {n.size}")
                 continue
-            fits[m] = self._fit_one(m, n, x)
+            fits[m] = self._fit_one(m, n, x, errors)
         if not fits:
             raise ModelInputError(f"scaling data: too few points ({n.size}) to fit any model")
         cands = {m: {"aic": r.aic, "aicc": r.aicc, "bic": r.bic, "rss": r.rss} for m, r in fits.items()}
         best = min(fits, key=lambda m: (getattr(fits[m], self.criterion), len(_NAMES[m])))
+        selected_by = self.criterion if len(fits) > 1 else "user"
+        if "usl" in fits and best != "usl":
+            u = fits["usl"]
+            lo_kappa = u.values[2] - t_quantile(0.95, u.dof) * u.bse["kappa"]
+            if u.peak_devices() <= float(n.max()) and lo_kappa > 0:
+                best, selected_by = "usl", "bend (USL peak inside the measured range, kappa > 0 at 95%)"
         r = fits[best]
-        return ScalingResult(model=r.model, names=r.names, values=r.values, cov=r.cov, n=r.n, dof=r.dof, rss=r.rss,
-                             meta={"criterion": self.criterion, "selected_by": self.criterion if len(fits) > 1 else "user"},
-                             errors=self.errors, candidates=cands)
+        noise = _noise(n, x, r, errors)
+        meta = {"criterion": self.criterion, "selected_by": selected_by}
+        if noise["lack_of_fit"]:
+            meta["warning"] = (f"lack of fit: the {r.model} curve misses the repeated runs' means by more than their "
+                               f"noise (F test p = {noise['lack_of_fit_p']:.2g}); intervals use the between-count scatter")
+            return replace(r, cov=r.cov * noise["cov_scale"], dof=int(noise["pi_dof"]), meta=meta, candidates=cands,
+                           noise=noise)
+        return replace(r, meta=meta, candidates=cands, noise=noise)
 
-    def _fit_one(self, m: str, n: np.ndarray, x: np.ndarray) -> ScalingResult:
+    def _not_identifiable(self, n: np.ndarray, x: np.ndarray, distinct: int) -> ScalingResult:
+        msg = (f"not identifiable: device counts take {distinct} distinct value(s) ({', '.join(f'{v:g}' for v in np.unique(n))}); "
+               "at least 3 are needed to separate contention from noise -- not enough data for a prediction")
+        names = _NAMES["amdahl"] if self.model == "auto" else _NAMES[self.model]
+        k = len(names)
+        return ScalingResult(model="amdahl" if self.model == "auto" else self.model, names=names,
+                             values=np.full(k, np.nan), cov=np.full((k, k), np.inf), n=int(n.size),
+                             dof=max(int(n.size) - k, 0), rss=math.nan, meta={"selected_by": "none"},
+                             errors="additive" if self.errors == "auto" else self.errors, identifiable=False, message=msg)
+
+    def _fit_one(self, m: str, n: np.ndarray, x: np.ndarray, errors: str) -> ScalingResult:
         f = _FUNCS[m]
         i1 = np.argmin(n)
         x1_0 = x[i1] / n[i1]
@@ -180,7 +255,7 @@ class Scaling:
             p0, bounds = [x1_0, s0], ([0, 0], [np.inf, 1])
         else:
             p0, bounds = [x1_0, s0 / 2, s0 / (10 * max(n.max(), 2))], ([0, 0, 0], [np.inf, 1, np.inf])
-        if self.errors == "multiplicative":
+        if errors == "multiplicative":
             fun = lambda nn, p: np.log(np.maximum(f(nn, p), 1e-300))  # noqa: E731
             yy = np.log(x)
         else:
@@ -208,4 +283,39 @@ class Scaling:
             raise ModelInputError(f"scaling.model={m}: the fit did not converge")
         p, cov, rss, dof = best
         return ScalingResult(model=m, names=_NAMES[m], values=p, cov=cov, n=int(n.size), dof=int(dof), rss=rss,
-                             errors=self.errors)
+                             errors=errors)
+
+
+def _noise(n: np.ndarray, x: np.ndarray, r: ScalingResult, errors: str) -> dict[str, Any]:
+    """Run-to-run noise behind the prediction interval, and the lack-of-fit test when runs are repeated.
+
+    Without repeats: the residual variance ``s^2 = RSS/(n-p)`` is the noise of a new run. With repeats
+    (``g`` device counts, ``n`` runs), RSS splits into pure error ``SS_pe`` (``n-g`` dof) and lack of fit
+    ``SS_lof`` (``g-p`` dof) (Draper & Smith, *Applied Regression Analysis*, 3rd ed., 1998, sec. 2.1). When
+    the F test ``MS_lof/MS_pe`` rejects at 5%, the curve itself is off by more than the noise: the mean-curve
+    covariance is rescaled by ``MS_lof/s^2`` with ``g-p`` dof (the group means are the real replicates), and a
+    new run's variance is ``sigma_lof^2 + MS_pe`` with ``sigma_lof^2 = (MS_lof - MS_pe)/m`` (``m`` runs per
+    count on average): a model error the next configuration will carry, not only run-to-run noise.
+    """
+    from scipy import stats
+
+    yy = np.log(x) if errors == "multiplicative" else x
+    ug, inv, cnt = np.unique(n, return_inverse=True, return_counts=True)
+    out: dict[str, Any] = {"scale": "log throughput" if errors == "multiplicative" else "throughput",
+                           "residual_sd": math.sqrt(r.sigma2) if r.dof > 0 else math.nan, "residual_dof": r.dof,
+                           "pi_var": r.sigma2, "pi_dof": r.dof, "lack_of_fit": False, "source": "residuals"}
+    pe_dof = int(n.size - ug.size)
+    k = len(r.names)
+    if pe_dof > 0 and ug.size > k and math.isfinite(r.rss):
+        ybar = np.bincount(inv, weights=yy) / cnt
+        ss_pe = float(np.sum((yy - ybar[inv]) ** 2))
+        ms_pe = ss_pe / pe_dof
+        lof_dof = int(ug.size - k)
+        ms_lof = max(r.rss - ss_pe, 0.0) / lof_dof
+        p_lof = float(stats.f.sf(ms_lof / ms_pe, lof_dof, pe_dof)) if ms_pe > 0 else 0.0
+        out.update(repeats_sd=math.sqrt(ms_pe), repeats_dof=pe_dof, lack_of_fit_p=p_lof, source="repeats")
+        if p_lof < 0.05:
+            m = n.size / ug.size
+            out.update(lack_of_fit=True, lof_sd=math.sqrt(max(ms_lof - ms_pe, 0.0) / m), cov_scale=ms_lof / r.sigma2,
+                       pi_var=max(ms_lof - ms_pe, 0.0) / m + ms_pe, pi_dof=lof_dof)
+    return out
