@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from hwcore.errors import InputError, choices_error
+from hwcore.params import Float, Int, Optional, Str
 from hwcore.records import CellRecord
 from hwcore.store import Record, Store
 
@@ -142,18 +143,21 @@ ABNORMAL = {"CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "OUT_OF_MEMORY", "N
 
 
 # -- the node entry's slurm mapping ------------------------------------------------------
+#: the mapping's value types (:mod:`hwcore.params`, strict: YAML values, no text spellings)
+_POS_INT = Int(min=1)
+_TEXT = Optional(Str(nonempty=True, oneline=True))
+_MEM_GB = Float(min=0, min_open=True, unit="GiB")
+
+
 def _pos_int(value: Any, field_name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{field_name}: expected a positive integer, got {value!r}")
-    return value
+    return _POS_INT.parse(value, field_name, strict=True)
 
 
 def _opt_str(value: Any, field_name: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip() or any(c in value for c in "\n\r"):
-        raise InputError(f"{field_name}: expected a non-empty one-line string, got {value!r}")
-    return value.strip()
+    try:
+        return _TEXT.parse(value, field_name, strict=True)
+    except InputError:
+        raise InputError(f"{field_name}: expected a non-empty one-line string, got {value!r}") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,10 +189,8 @@ class SlurmSpec:
             val = getattr(self, name)
             if val is not None:
                 _pos_int(val, f"{w}.{name}")
-        if self.mem_gb is not None and (
-            isinstance(self.mem_gb, bool) or not isinstance(self.mem_gb, int | float) or not self.mem_gb > 0
-        ):
-            raise InputError(f"{w}.mem_gb: expected a positive number of GiB, got {self.mem_gb!r}")
+        if self.mem_gb is not None:
+            _MEM_GB.parse(self.mem_gb, f"{w}.mem_gb", strict=True)
         if self.launcher not in LAUNCHERS:
             raise choices_error(f"{w}.launcher", self.launcher, LAUNCHERS)
         if isinstance(self.extra_args, str) or not isinstance(self.extra_args, list | tuple):

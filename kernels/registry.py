@@ -26,8 +26,6 @@ which always goes on.
 from __future__ import annotations
 
 import importlib
-import math
-import numbers
 import pkgutil
 import re
 import warnings
@@ -37,19 +35,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from hwcore import telemetry
 from hwcore.errors import Fault, InputError, OutOfMemory, choices_error
+from hwcore.params import Float, Param, parse_mapping
 from hwcore.records import KernelRecord
 from hwcore.store import Record, Store
 from hwcore.timing import Measurement, benchmark
-from hwcore.values import parse_bool
 
 #: Fraction of the free memory a kernel may plan to use before it is refused as ``oom``.
 MEMORY_HEADROOM = 0.9
 DEFAULT_WARMUP_MS = 25.0
 DEFAULT_MEASURE_MS = 200.0
+#: Time budgets: finite (an infinite warm-up never ends), at most an hour per measurement.
+WARMUP_MS = Float(min=0, max=3_600_000, unit="ms")
+MEASURE_MS = Float(min=0, min_open=True, max=3_600_000, unit="ms")
+
+
+def check_budgets(warmup_ms: float, measure_ms: float) -> tuple[float, float]:
+    """The harness's time budgets validated (``InputError`` naming ``warmup_ms`` / ``measure_ms``)."""
+    return WARMUP_MS.parse(warmup_ms, "warmup_ms"), MEASURE_MS.parse(measure_ms, "measure_ms")
 
 
 class KernelCheckError(Fault):
@@ -69,86 +73,8 @@ class KernelModuleSkipped(UserWarning):
 # ---------------------------------------------------------------------------------
 # parameters
 # ---------------------------------------------------------------------------------
-#: Integer suffixes (binary, as message sizes are quoted: nccl-tests' -b 1K means 1024).
-_INT_SUFFIX = {"k": 2**10, "ki": 2**10, "kib": 2**10, "m": 2**20, "mi": 2**20, "mib": 2**20,
-               "g": 2**30, "gi": 2**30, "gib": 2**30}
-_INT_RE = re.compile(r"^\s*([0-9]+)\s*([a-zA-Z]*)\s*$")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Param:
-    """One typed kernel parameter (``type`` is int, float, bool or str)."""
-
-    name: str
-    type: type
-    default: Any
-    help: str = ""
-    choices: tuple[Any, ...] | None = None
-    min: float | None = None
-    max: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.type not in (int, float, bool, str):
-            raise ValueError(f"Param.type of {self.name!r} must be int, float, bool or str")
-        if self.default is not None:
-            self.parse(self.default, where="<default>")
-
-    @property
-    def type_name(self) -> str:
-        return self.type.__name__
-
-    def describe(self) -> str:
-        s = f"{self.name}: {self.type_name} = {self.default!r}"
-        if self.choices:
-            s += f"  [{'|'.join(str(c) for c in self.choices)}]"
-        elif self.min is not None or self.max is not None:
-            s += f"  [{'' if self.min is None else self.min}..{'' if self.max is None else self.max}]"
-        if self.help:
-            s += f"  # {self.help}"
-        return s
-
-    def parse(self, raw: Any, *, where: str) -> Any:
-        """``raw`` (a string from ``--set`` or a Python value) as a validated value."""
-        field_name = f"{where}.{self.name}"
-        val: Any
-        if self.type is bool:
-            if isinstance(raw, bool | np.bool_):
-                val = bool(raw)
-            elif isinstance(raw, str) and parse_bool(raw) is not None:
-                val = parse_bool(raw)
-            else:
-                raise InputError(f"{field_name}: expected a boolean (true/false), got {raw!r}")
-        elif self.type is int:
-            if isinstance(raw, bool):
-                raise InputError(f"{field_name}: expected an integer, got {raw!r}")
-            if isinstance(raw, numbers.Integral):  # int, numpy integers
-                val = int(raw)
-            elif isinstance(raw, numbers.Real) and float(raw).is_integer():
-                val = int(raw)
-            elif isinstance(raw, str) and (mt := _INT_RE.match(raw)) and mt.group(2).lower() in {"", *_INT_SUFFIX}:
-                val = int(mt.group(1)) * _INT_SUFFIX.get(mt.group(2).lower(), 1)
-            else:
-                raise InputError(f"{field_name}: expected an integer (optionally with K/Ki/KiB, M, G), got {raw!r}")
-        elif self.type is float:
-            if isinstance(raw, bool) or not isinstance(raw, numbers.Real | str):
-                raise InputError(f"{field_name}: expected a number, got {raw!r}")
-            try:
-                val = float(raw)
-            except (TypeError, ValueError):
-                raise InputError(f"{field_name}: expected a number, got {raw!r}") from None
-            if not math.isfinite(val):
-                raise InputError(f"{field_name}: expected a finite number, got {raw!r}")
-        else:
-            if not isinstance(raw, str):
-                raise InputError(f"{field_name}: expected a string, got {raw!r}")
-            val = raw.strip()
-        if self.choices is not None and val not in self.choices:
-            raise choices_error(field_name, val, self.choices)
-        if self.min is not None and val < self.min:
-            raise InputError(f"{field_name}: must be >= {self.min}, got {val!r}")
-        if self.max is not None and val > self.max:
-            raise InputError(f"{field_name}: must be <= {self.max}, got {val!r}")
-        return val
+# ``Param`` is the one parameter type of :mod:`hwcore.params` (shared with workloads, notebooks and plans):
+# ``Param(name="m", type=int, default=1024, min=1)``; int sizes accept K/Ki/KiB, M, G suffixes.
 
 
 # ---------------------------------------------------------------------------------
@@ -473,22 +399,18 @@ def check_device(device: str) -> str:
     raise choices_error("device", device, ("cpu", "cuda", "cuda:N"))
 
 
-def validate_params(name: str, raw: dict[str, Any] | None = None, *, device: str | None = None) -> dict[str, Any]:
+def validate_params(name: str, raw: dict[str, Any] | None = None, *, device: str | None = None,
+                    strict: bool = False) -> dict[str, Any]:
     """Typed, complete parameters for kernel ``name`` from ``raw`` (strings or values).
 
     Unknown names, wrong types and bad choices raise a one-line ``InputError``
-    naming ``kernel.param`` and the valid choices. With ``device`` the
+    naming ``kernel.param`` and the valid choices (:mod:`hwcore.params`;
+    ``strict`` refuses text for non-text values, as in plans). With ``device`` the
     parameter set is also checked against what the device can do
     (:class:`Unsupported`, listing the values that would work).
     """
     kernel = get(name)
-    raw = dict(raw or {})
-    by_name = {p.name: p for p in kernel.params}
-    unknown = [k for k in raw if k not in by_name]
-    if unknown:
-        valid = ", ".join(kernel.param_names) or "(none)"
-        raise InputError(f"{name}: unknown parameter {unknown[0]!r}; valid choices: {valid}")
-    out = {p.name: p.parse(raw[p.name], where=name) if p.name in raw else p.default for p in kernel.params}
+    out = parse_mapping(raw, kernel.params, where=name, strict=strict)
     if kernel.check_params is not None:
         kernel.check_params(out)
     if device is not None:
@@ -686,6 +608,7 @@ def run(
     """
     kernel = get(name)
     p = validate_params(name, params, device=device)
+    warmup_ms, measure_ms = check_budgets(warmup_ms, measure_ms)
     st = _as_store(store) if record else None
     if st is not None:
         st.check_writable()
@@ -721,6 +644,7 @@ def sweep(
     kernel = get(name)
     check_device(device)
     plist = [validate_params(name, raw) for raw in params_list]
+    warmup_ms, measure_ms = check_budgets(warmup_ms, measure_ms)
     st = _as_store(store) if record else None
     if st is not None:
         st.check_writable()

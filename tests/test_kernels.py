@@ -50,10 +50,10 @@ def test_unknown_param_lists_valid_params():
 @pytest.mark.parametrize(
     ("kernel", "raw", "pattern"),
     [
-        ("gemm", {"m": "abc"}, r"gemm\.m: expected an integer"),
-        ("gemm", {"m": "1.5"}, r"gemm\.m: expected an integer"),
-        ("gemm", {"m": True}, r"gemm\.m: expected an integer"),
-        ("gemm", {"m": "0"}, r"gemm\.m: must be >= 1"),
+        ("gemm", {"m": "abc"}, r"gemm\.m: expected a positive integer"),
+        ("gemm", {"m": "1.5"}, r"gemm\.m: expected a positive integer"),
+        ("gemm", {"m": True}, r"gemm\.m: expected a positive integer"),
+        ("gemm", {"m": "0"}, r"gemm\.m: expected a positive integer, got '0'"),
         ("attention", {"causal": "maybe"}, r"attention\.causal: expected a boolean"),
         ("adamw", {"lr": "fast"}, r"adamw\.lr: expected a number"),
         ("gemm", {"dtype": "fp33"}, r"gemm\.dtype: unknown value 'fp33'; valid choices: bf16, fp16, fp32"),
@@ -404,7 +404,7 @@ def test_cli_json_has_required_keys_and_is_stored(cli, store_path):
     [
         (("bench", "nope"), "no kernel named 'nope'; valid choices:"),
         (("bench", "gemm", "--set", "mm=3"), "unknown parameter 'mm'"),
-        (("bench", "gemm", "--set", "m=x"), "gemm.m: expected an integer"),
+        (("bench", "gemm", "--set", "m=x"), "gemm.m: expected a positive integer"),
         (("bench", "gemm", "--set", "dtype=tf32"), "valid choices here"),
         (("bench", "gemm", "--set", "m"), "expected key=value"),
     ],

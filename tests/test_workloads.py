@@ -37,18 +37,18 @@ def test_registry_lists_workloads_and_rejects_unknown():
     [
         ("transformer_lm", {"width": "66", "heads": "4"}, r"transformer_lm\.heads \(4\) must divide width \(66\)"),
         ("transformer_lm", {"depth": "3"}, r"unknown parameter 'depth'; valid parameters: preset, .*heads"),
-        ("transformer_lm", {"layers": "two"}, r"transformer_lm\.layers: expected int, got 'two'"),
-        ("transformer_lm", {"compile": "maybe"}, r"transformer_lm\.compile: expected bool"),
+        ("transformer_lm", {"layers": "two"}, r"transformer_lm\.layers: expected a positive integer, got 'two'"),
+        ("transformer_lm", {"compile": "maybe"}, r"transformer_lm\.compile: expected a boolean"),
         ("transformer_lm", {"preset": "huge"}, r"transformer_lm\.preset: unknown value 'huge'; valid choices: "
                                                r"medium, small, tiny"),
-        ("transformer_lm", {"precision": "fp8"}, r"precision: unknown value 'fp8'; valid choices: fp32"),
+        ("transformer_lm", {"precision": "fp8"}, r"precision: unknown value 'fp8'; valid choices: .*fp32"),
         ("transformer_lm", {"batch_size": 6, "nprocs": 4}, r"batch_size \(6\) must be divisible by nprocs \(4\)"),
         ("transformer_lm", {"batch_size": 8, "grad_accum": 3}, r"grad_accum \(3\) must divide"),
         ("transformer_lm", {"framework": "jax", "optimizer_impl": "fused"}, r"optimizer_impl: 'fused' is a torch"),
         ("transformer_lm", {"framework": "jax", "nprocs": 2}, r"nprocs: data-parallel .* framework=torch only"),
         ("mlp_regressor", {"framework": "jax"}, r"mlp_regressor\.framework: 'jax' is not implemented"),
-        ("mlp_regressor", {"max_steps": 0}, r"mlp_regressor\.max_steps \(0\) must be > 0"),
-        ("timeseries_forecaster", {"hidden": -1}, r"timeseries_forecaster\.hidden \(-1\) must be > 0"),
+        ("mlp_regressor", {"max_steps": 0}, r"mlp_regressor\.max_steps: expected a positive integer, got 0"),
+        ("timeseries_forecaster", {"hidden": -1}, r"timeseries_forecaster\.hidden: expected a positive integer, got -1"),
     ],
 )
 def test_invalid_config_errors_name_the_field(name, raw, message):

@@ -8,6 +8,11 @@ message names the dotted field (``transformer_lm.heads (4) must divide width
 
 :func:`parse_params` turns a dict of raw strings (``--set key=value``) or typed
 values into field values, rejecting unknown keys with the list of valid ones.
+Every field is typed by :mod:`hwcore.params` (the one parameter type system):
+its Python type plus the range in the class's ``RANGES`` (positive sizes,
+finite non-negative times, known choices), so ``lr=nan`` or ``batch_size=0``
+is refused with the same one-line error a plan gets
+(``transformer_lm.batch_size: expected a positive integer, got 0``).
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, fields
+from functools import cache
 from typing import Any, ClassVar
 
 from hwcore.errors import InputError
-from hwcore.values import parse_bool
+from hwcore.params import Float, Int, Str, Type, scalar
 
 PRECISIONS = ("fp32", "bf16_autocast", "bf16")
 FRAMEWORKS = ("torch", "jax")
@@ -72,38 +78,35 @@ class TrainKnobs:
     inject_nan_at_step: int = 0  # testing: make the loss NaN at this step (0 = never)
     threads: int = 0  # torch intra-op threads (0 = leave as is)
 
+    #: per-field ranges (:mod:`hwcore.params`); subclasses add theirs, fields not listed take their plain type
+    RANGES: ClassVar[dict[str, Type]] = {
+        "framework": Str(choices=FRAMEWORKS),
+        "device": Str(choices=DEVICES),
+        "precision": Str(choices=PRECISIONS),
+        "optimizer_impl": Str(choices=OPTIMIZER_IMPLS),
+        "strategy": Str(choices=STRATEGIES),
+        **{n: Int(min=1) for n in ("batch_size", "grad_accum", "max_steps", "eval_every", "eval_batches", "nprocs")},
+        **{n: Int(min=0) for n in ("warmup_steps", "workers", "seed", "checkpoint_every", "inject_nan_at_step",
+                                   "threads")},
+        "lr": Float(min=0, min_open=True),
+        "weight_decay": Float(min=0),
+        "grad_clip": Float(min=0),
+        "max_time_s": Float(min=0, unit="seconds"),
+        "target_loss": Float(min=0),
+        "peak_flops_per_s": Float(min=0),
+    }
+
     # -- validation ---------------------------------------------------------------
     def _err(self, msg: str) -> InputError:
         return InputError(f"{self.workload}.{msg}")
 
-    def _choice(self, name: str, choices: tuple[str, ...]) -> None:
-        val = getattr(self, name)
-        if val not in choices:
-            raise InputError(f"{self.workload}.{name}: unknown value {val!r}; valid choices: {', '.join(choices)}")
-
-    def _positive(self, *names: str, allow_zero: bool = False) -> None:
-        for name in names:
-            val = getattr(self, name)
-            if val < 0 or (val == 0 and not allow_zero):
-                bound = ">= 0" if allow_zero else "> 0"
-                raise self._err(f"{name} ({val}) must be {bound}")
-
     def __post_init__(self) -> None:
         _check_types(self)
-        self._choice("framework", FRAMEWORKS)
         if self.framework not in self.frameworks:
             raise self._err(
                 f"framework: {self.framework!r} is not implemented for this workload; valid choices: "
                 + ", ".join(self.frameworks)
             )
-        self._choice("device", DEVICES)
-        self._choice("precision", PRECISIONS)
-        self._choice("optimizer_impl", OPTIMIZER_IMPLS)
-        self._choice("strategy", STRATEGIES)
-        self._positive("batch_size", "grad_accum", "max_steps", "eval_every", "eval_batches", "nprocs")
-        self._positive("lr")
-        self._positive("weight_decay", "warmup_steps", "grad_clip", "workers", "max_time_s", "target_loss",
-                       "peak_flops_per_s", "checkpoint_every", "inject_nan_at_step", "threads", allow_zero=True)
         per_rank, rem = divmod(self.batch_size, self.nprocs)
         if rem:
             raise self._err(f"batch_size ({self.batch_size}) must be divisible by nprocs ({self.nprocs})")
@@ -150,65 +153,35 @@ def field_types(cls: type) -> dict[str, type]:
     return {f.name: _base_type(hints[f.name]) for f in fields(cls)}
 
 
+@cache
+def field_specs(cls: type) -> dict[str, Type]:
+    """``{field: hwcore.params.Type}``: each field's Python type with the ``RANGES`` of ``cls`` and its bases."""
+    ranges: dict[str, Type] = {}
+    for klass in reversed(cls.__mro__):
+        ranges.update(vars(klass).get("RANGES", {}))
+    return {name: ranges.get(name) or scalar(tp) for name, tp in field_types(cls).items()}
+
+
 def _check_types(cfg: Any) -> None:
-    for name, tp in field_types(type(cfg)).items():
-        val = getattr(cfg, name)
-        ok = (
-            (tp is bool and isinstance(val, bool))
-            or (tp is int and isinstance(val, int) and not isinstance(val, bool))
-            or (tp is float and isinstance(val, int | float) and not isinstance(val, bool))
-            or (tp is str and isinstance(val, str))
-        )
-        if not ok:
-            raise InputError(f"{cfg.workload}.{name}: expected {tp.__name__}, got {val!r}")
-        if tp is float:
-            object.__setattr__(cfg, name, float(val))
+    for name, spec in field_specs(type(cfg)).items():
+        val = spec.parse(getattr(cfg, name), f"{cfg.workload}.{name}", strict=True)
+        object.__setattr__(cfg, name, val)
 
 
-def coerce(workload: str, name: str, tp: type, raw: Any) -> Any:
+def coerce(workload: str, name: str, tp: type, raw: Any, spec: Type | None = None) -> Any:
     """``raw`` (a string from ``--set`` or a typed value) as ``tp``; error names the field."""
-    where = f"{workload}.{name}"
-    if not isinstance(raw, str):
-        if tp is float and isinstance(raw, int | float) and not isinstance(raw, bool):
-            return float(raw)
-        if tp is int and isinstance(raw, float) and raw.is_integer():
-            return int(raw)
-        if isinstance(raw, tp) and not (tp is int and isinstance(raw, bool)):
-            return raw
-        raise InputError(f"{where}: expected {tp.__name__}, got {raw!r}")
-    s = raw.strip()
-    if tp is bool:
-        val = parse_bool(s)
-        if val is not None:
-            return val
-        raise InputError(f"{where}: expected bool (true/false), got {raw!r}")
-    if tp is int:
-        try:
-            return int(s)
-        except ValueError:
-            try:
-                f = float(s)
-            except ValueError:
-                f = None
-            if f is not None and f.is_integer():
-                return int(f)
-            raise InputError(f"{where}: expected int, got {raw!r}") from None
-    if tp is float:
-        try:
-            return float(s)
-        except ValueError:
-            raise InputError(f"{where}: expected float, got {raw!r}") from None
-    return s
+    return (spec or scalar(tp)).parse(raw, f"{workload}.{name}")
 
 
 def parse_params(cls: type, raw: dict[str, Any], *, base: dict[str, Any] | None = None) -> Any:
     """Build ``cls`` from ``base`` (a preset's fields) updated with ``raw``."""
     types_ = field_types(cls)
+    specs = field_specs(cls)
     values = dict(base or {})
     for key, val in raw.items():
         if key not in types_:
             raise InputError(
                 f"{cls.workload}: unknown parameter {key!r}; valid parameters: preset, " + ", ".join(sorted(types_))
             )
-        values[key] = coerce(cls.workload, key, types_[key], val)
+        values[key] = coerce(cls.workload, key, types_[key], val, specs[key])
     return cls(**values)

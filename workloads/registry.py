@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from hwcore.errors import InputError, choices_error
+from hwcore.params import Int, Type
 from workloads import flops
 from workloads.config import TrainKnobs, parse_params
 
@@ -34,13 +35,15 @@ class TransformerLMConfig(TrainKnobs):
     mlp_ratio: int = 4
     corpus_bytes: int = 2_000_000
 
+    RANGES: ClassVar[dict[str, Type]] = {
+        **{n: Int(min=1) for n in ("layers", "width", "heads", "seq_len", "mlp_ratio", "corpus_bytes")},
+        "vocab": Int(min=2, max=256),  # byte-level corpus
+    }
+
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._positive("layers", "width", "heads", "seq_len", "mlp_ratio", "corpus_bytes")
         if self.width % self.heads:
             raise self._err(f"heads ({self.heads}) must divide width ({self.width})")
-        if not 2 <= self.vocab <= 256:
-            raise self._err(f"vocab ({self.vocab}) must be in [2, 256] (byte-level corpus)")
         if self.corpus_bytes < 20 * self.seq_len:
             raise self._err(f"corpus_bytes ({self.corpus_bytes}) must be >= 20 * seq_len ({20 * self.seq_len})")
 
@@ -55,9 +58,10 @@ class TimeseriesConfig(TrainKnobs):
     horizon: int = 8  # weeks forecast
     lr: float = 3e-3
 
+    RANGES: ClassVar[dict[str, Type]] = {n: Int(min=1) for n in ("hidden", "layers", "context", "horizon")}
+
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._positive("hidden", "layers", "context", "horizon")
         if self.context + self.horizon > 400:
             raise self._err(f"context + horizon ({self.context + self.horizon}) must be <= 400 "
                             "(the held-out window is 456 weeks)")
@@ -71,9 +75,7 @@ class MLPConfig(TrainKnobs):
     depth: int = 2
     batch_size: int = 64
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._positive("hidden", "depth")
+    RANGES: ClassVar[dict[str, Type]] = {n: Int(min=1) for n in ("hidden", "depth")}
 
 
 # ---------------------------------------------------------------------------------
