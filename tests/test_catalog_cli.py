@@ -106,7 +106,7 @@ def _bad_catalog(tmp_path: Path) -> Path:
         "h100-sxm.toml": ("dense_tflops = 1978.9\nsparse_tflops = 3957.8\nsource = \"NVIDIA H100 datasheet: FP8",
                           "dense_tflops = 3957.8\nsparse_tflops = 3957.8\nsource = \"NVIDIA H100 datasheet: FP8"),
         "mi300x.toml": ('id = "mi300x"', 'id = "mi300"'),
-        "b200.toml": ('as_of = "2025-03"', 'as_of = "2027-01"'),
+        "b200.toml": ('as_of = "2025-08"', 'as_of = "2027-01"'),
         "l40s.toml": ('intra_node_topology = "pcie"', 'intra_node_topology = "pci"'),
         "gaudi2.toml": ("bandwidth_TBps = 2.45", "bandwidth_TBs = 2.45"),
     }
