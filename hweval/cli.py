@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cost": ("hweval.commands.cost", "cost", "Rank node types by cost per convergence."),
     "catalog": ("hweval.commands.catalog", "catalog", "List, show and check the hardware catalog and its dated prices."),
     "run": ("hweval.commands.run", "run", "Execute a plan's notebooks (locally or on Slurm)."),
+    "import": ("hweval.commands.import_", "import_", "Import nccl-tests logs or MLPerf Training results into the store."),
     "store": ("hweval.commands.store", "store", "Check the results store or quarantine its damaged parts."),
 }
 

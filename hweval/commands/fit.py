@@ -175,15 +175,21 @@ def convergence_cmd(file, xcol, ycol, target, level, family, select, as_json) ->
 
 @fit.command("comms")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--size", "sizecol", required=True, help="Column with the message size in bytes (nccl-tests 'size').")
-@click.option("--busbw", "bwcol", required=True, help="Column with the bus bandwidth (nccl-tests 'busbw').")
+@click.option("--size", "sizecol", default=None, help="CSV: column with the message size in bytes (nccl-tests 'size'). "
+              "Not needed for a raw nccl-tests log.")
+@click.option("--busbw", "bwcol", default=None, help="CSV: column with the bus bandwidth (nccl-tests 'busbw').")
 @click.option("--busbw-unit", type=click.Choice(["GBps", "Bps"]), default="GBps", show_default=True,
               help="Unit of the busbw column (nccl-tests prints GB/s, 1 GB = 1e9 B); predictions use it too.")
 @click.option("--ranks", type=click.IntRange(min=2), default=None,
-              help="Rank count of the sweep (default: the CSV's 'ranks' column if it has one).")
+              help="Rank count of the sweep (default: the log's '# Rank' lines, or the CSV's 'ranks' column).")
 @click.option("--collective", type=click.Choice(["all_reduce", "all_gather", "reduce_scatter", "alltoall",
-                                                  "broadcast", "reduce", "sendrecv"]), default="all_reduce",
-              show_default=True, help="Sets the busbw factor (nccl-tests PERFORMANCE.md).")
+                                                  "broadcast", "reduce", "sendrecv"]), default=None,
+              help="Sets the busbw factor (nccl-tests PERFORMANCE.md). Default: the log's, else all_reduce.")
+@click.option("--model", "model", type=click.Choice(["auto", "ramp", "alpha-beta"]), default="auto", show_default=True,
+              help="ramp: latency + pipelining ramp + saturation per NCCL regime (hwmodels.comms.CommsModel); "
+                   "alpha-beta: t = alpha + F S / B. auto: ramp for a raw nccl-tests log, alpha-beta for a CSV.")
+@click.option("--min-size", type=float, default=None, help="Fit only sizes >= this many bytes.")
+@click.option("--max-size", type=float, default=None, help="Fit only sizes <= this many bytes.")
 @click.option("--predict", "predict", default=None, help="Sizes in bytes to predict at, e.g. 1e6,1e8.")
 @click.option("--predict-ranks", type=click.IntRange(min=2), default=None,
               help="Project the predictions to this rank count (latency scaled by --latency-scaling).")
@@ -191,61 +197,122 @@ def convergence_cmd(file, xcol, ycol, target, level, family, select, as_json) ->
 @click.option("--level", type=float, default=0.95, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_model_errors
-def comms_cmd(file, sizecol, bwcol, busbw_unit, ranks, collective, predict, predict_ranks, latency_scaling, level,
-              as_json) -> None:
-    """Alpha-beta fit t = alpha + F(n) S / B from a busbw-vs-size sweep."""
+def comms_cmd(file, sizecol, bwcol, busbw_unit, ranks, collective, model, min_size, max_size, predict, predict_ranks,
+              latency_scaling, level, as_json) -> None:
+    """Fit a collective's time vs size: a busbw CSV or a raw nccl-tests log (any *_perf binary)."""
     import numpy as np
 
-    from hwmodels.comms import AlphaBeta
-    from hwmodels.csvio import read_csv, require_columns, numeric_columns
+    from hweval.importers import nccl_tests as NT
+    from hwmodels.comms import AlphaBeta, CommsModel
 
     _level(level)
     sizes = _floats(predict, "--predict")
-    raw = read_csv(file)
-    require_columns(raw, [sizecol, bwcol], option={sizecol: "--size", bwcol: "--busbw"}, path=file)
-    cols = [sizecol, bwcol] + (["ranks"] if ranks is None and "ranks" in raw.columns else [])
-    if ranks is None and "ranks" not in raw.columns:
-        raise InputError(f"--ranks: required (the rank count of the sweep) unless {file} has a 'ranks' column; "
-                         f"columns present: {', '.join(raw.columns)}")
-    df, bad = numeric_columns(raw, cols)
-    if df.empty:
-        raise InputError(f"FILE: {file} has no usable rows ({bad.count} bad, first at line {bad.first_line})")
-    bad_d = _report_bad(bad, file)
-    if ranks is None:
-        rs = np.unique(df["ranks"].to_numpy())
-        if rs.size != 1:
-            raise InputError(f"ranks column: the sweep mixes rank counts {sorted(rs.tolist())}; "
-                             "filter to one or pass --ranks")
-        ranks = int(rs[0])
     scale = 1e9 if busbw_unit == "GBps" else 1.0
-    res = AlphaBeta(collective=collective, latency_scaling=latency_scaling).fit(
-        df[sizecol].to_numpy(), df[bwcol].to_numpy() * scale, ranks=ranks)
-    at = np.array(sizes) if sizes is not None else np.unique(df[sizecol].to_numpy())
-    if np.any(at <= 0):
+    source: dict[str, Any] | None = None
+    bad_d: dict[str, Any] = {"count": 0, "first_line": None}
+    if (sizecol is None and bwcol is None) or NT.looks_like_nccl_tests(file):
+        logs = NT.parse_file(file, collective=collective, ranks=ranks)
+        if len(logs) > 1:
+            click.echo(f"hweval: warning: {file} holds {len(logs)} tables; fitting the first "
+                       f"({logs[0].collective}, {len(logs[0].rows)} rows)", err=True)
+        log = logs[0]
+        if log.ranks is None:
+            raise InputError(f"--ranks: {file} has no '# Rank N ...' lines, so the rank count is unknown; pass --ranks")
+        collective, ranks = log.collective, int(log.ranks)
+        s_oop, t_oop, _ = log.arrays()
+        _, t_ip, _ = log.arrays(inplace=True)
+        keep = (s_oop > 0) & (t_oop > 0) & (t_ip > 0)
+        size_arr, time_arr = s_oop[keep], t_oop[keep]
+        rep_s, rep_t = np.r_[size_arr, size_arr], np.r_[time_arr, t_ip[keep]]  # in-place: a replicate
+        source = {"path": log.source.path, "sha256": log.source.sha256, "format": "nccl-tests",
+                  "collective": collective, "ranks": ranks, "devices": list(log.device_names),
+                  "rows": len(log.rows), "rows_used": int(keep.sum())}
+        model = "ramp" if model == "auto" else model
+    else:
+        from hwmodels.csvio import numeric_columns, read_csv, require_columns
+
+        if sizecol is None or bwcol is None:
+            raise InputError("--size and --busbw: both are needed for a CSV (or give a raw nccl-tests log)")
+        collective = collective or "all_reduce"
+        raw = read_csv(file)
+        require_columns(raw, [sizecol, bwcol], option={sizecol: "--size", bwcol: "--busbw"}, path=file)
+        cols = [sizecol, bwcol] + (["ranks"] if ranks is None and "ranks" in raw.columns else [])
+        if ranks is None and "ranks" not in raw.columns:
+            raise InputError(f"--ranks: required (the rank count of the sweep) unless {file} has a 'ranks' column; "
+                             f"columns present: {', '.join(raw.columns)}")
+        df, bad = numeric_columns(raw, cols)
+        if df.empty:
+            raise InputError(f"FILE: {file} has no usable rows ({bad.count} bad, first at line {bad.first_line})")
+        bad_d = _report_bad(bad, file)
+        if ranks is None:
+            rs = np.unique(df["ranks"].to_numpy())
+            if rs.size != 1:
+                raise InputError(f"ranks column: the sweep mixes rank counts {sorted(rs.tolist())}; "
+                                 "filter to one or pass --ranks")
+            ranks = int(rs[0])
+        from hwmodels.comms import busbw_factor
+
+        bw = df[bwcol].to_numpy() * scale
+        size_arr = df[sizecol].to_numpy().astype(float)
+        pos = bw > 0
+        time_arr = busbw_factor(collective, ranks) * size_arr[pos] / bw[pos]
+        size_arr = size_arr[pos]
+        rep_s, rep_t = size_arr, time_arr
+        model = "alpha-beta" if model == "auto" else model
+    lo_b = min_size if min_size is not None else 0.0
+    hi_b = max_size if max_size is not None else math.inf
+    if model == "ramp":
+        res = CommsModel(collective=collective, latency_scaling=latency_scaling, min_size_bytes=lo_b,
+                         max_size_bytes=hi_b).fit(rep_s, time_s=rep_t, ranks=ranks)
+    else:
+        m = (size_arr >= lo_b) & (size_arr <= hi_b)
+        res = AlphaBeta(collective=collective, latency_scaling=latency_scaling).fit(size_arr[m], time_s=time_arr[m],
+                                                                                    ranks=ranks)
+    at = np.array(sizes) if sizes is not None else np.unique(size_arr[(size_arr >= lo_b) & (size_arr <= hi_b)])
+    if at.size == 0 or np.any(at <= 0):
         raise InputError("--predict: sizes must be > 0")
     n_pred = predict_ranks or ranks
     pred = res.predict(at, n_pred, alpha=1 - level)
-    out = {
+    lo_key, hi_key = ("pred_lo", "pred_hi") if "pred_lo" in pred else ("time_lo", "time_hi")
+    out: dict[str, Any] = {
+        "model": model,
         "alpha_s": res.alpha_s,
-        "beta_bytes_per_s": res.beta_bytes_per_s,
-        "conf_int": {k: list(v) for k, v in res.conf_int(1 - level).items() if k != "inv_bandwidth_s_per_byte"},
         "level": level,
         "collective": collective,
         "ranks": ranks,
         "predict_ranks": n_pred,
         "busbw_unit": busbw_unit,
-        "predictions": [{"size": float(at[i]), "busbw": float(pred["busbw"][i]) / scale,
-                         "time_s": float(pred["time_s"][i])} for i in range(at.size)],
         "n": res.n,
         "bad_rows": bad_d,
     }
+    if model == "ramp":
+        out.update(fill_s=res.fill_s, busbw_inf_bytes_per_s=res.busbw_inf,
+                   conf_int={k: list(v) for k, v in res.conf_int(1 - level).items()},
+                   regimes=[r.to_dict() for r in res.regimes], switches_at_bytes=res.meta["switches_at_bytes"],
+                   residual_sd_log_time=math.sqrt(res.s2_pred))
+    else:
+        out.update(beta_bytes_per_s=res.beta_bytes_per_s,
+                   conf_int={k: list(v) for k, v in res.conf_int(1 - level).items() if k != "inv_bandwidth_s_per_byte"})
+    f = float(pred["busbw"][0] * pred["time_s"][0] / at[0]) if at.size else 1.0
+    out["predictions"] = [{"size": float(at[i]), "busbw": float(pred["busbw"][i]) / scale,
+                           "busbw_lo": f * float(at[i]) / float(pred[hi_key][i]) / scale,
+                           "busbw_hi": f * float(at[i]) / float(pred[lo_key][i]) / scale if pred[lo_key][i] > 0 else None,
+                           "time_s": float(pred["time_s"][i]), "time_lo": float(pred[lo_key][i]),
+                           "time_hi": float(pred[hi_key][i])} for i in range(at.size)]
+    if source is not None:
+        out["source"] = source
     if as_json:
         echo_json(out)
         return
     click.echo(res.summary(1 - level))
-    click.echo(f"alpha {res.alpha_s:.4g} s, bus bandwidth {res.beta_bytes_per_s / 1e9:.4g} GB/s ({collective}, {ranks} ranks)")
+    if model == "ramp":
+        click.echo(f"asymptotic bus bandwidth {res.busbw_inf / 1e9:.4g} GB/s ({collective}, {ranks} ranks)")
+    else:
+        click.echo(f"alpha {res.alpha_s:.4g} s, bus bandwidth {res.beta_bytes_per_s / 1e9:.4g} GB/s ({collective}, {ranks} ranks)")
     for p in out["predictions"]:
-        click.echo(f"  {p['size']:.4g} B on {n_pred} ranks: busbw {p['busbw']:.4g} {busbw_unit}, {p['time_s']:.4g} s")
+        click.echo(f"  {p['size']:.4g} B on {n_pred} ranks: busbw {p['busbw']:.4g} {busbw_unit} "
+                   f"[{p['busbw_lo']:.4g}, {p['busbw_hi'] if p['busbw_hi'] is not None else float('inf'):.4g}], "
+                   f"{p['time_s']:.4g} s")
 
 
 @fit.command("roofline")

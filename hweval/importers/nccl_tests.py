@@ -307,3 +307,21 @@ def match_node_id(log: NcclLog) -> str | None:
 
     node = match_node({"gpus": [{"name": d} for d in log.device_names]})
     return node.id if node is not None else None
+
+
+def looks_like_nccl_tests(path: str, *, max_lines: int = 400) -> bool:
+    """True when ``path`` reads as raw nccl-tests stdout (its column header or a result row), not a CSV."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for i, raw in enumerate(fh):
+                if i >= max_lines:
+                    break
+                line = _PREFIX.sub("", raw, count=1).strip()
+                if line.startswith("#") and "busbw" in line and "size" in line and "," not in line:
+                    return True
+                toks = line.split()
+                if len(toks) in (12, 13) and _NUM.match(line) and "," not in line and toks[2] in DTYPES:
+                    return True
+    except OSError:
+        return False
+    return False
