@@ -1,0 +1,296 @@
+"""Validate hwmodels.predict against published training runs (issue 11, part 4).
+
+Reads ``data/reference/training_runs.csv``, predicts every row with its
+published layout (fields the source does not state are searched: the
+framework's own tuning is assumed), and scores the predicted throughput per
+accelerator against the published one. Nothing is fitted on a row it is
+scored on: the one fitted parameter, the framework efficiency ``eta`` (one
+per framework family: the share of time the op model does not account for),
+is chosen on the training rows of each split only:
+
+* leave-one-row-out (LOO),
+* leave-one-source-out (a whole published table held out at once),
+* leave-one-hardware-out (LOHO: a whole accelerator type predicted from its
+  datasheet, its published micro-benchmarks and an ``eta`` fitted on the other
+  hardware only).
+
+Baselines, on the same rows: datasheet peak x 0.35 and datasheet peak x the
+mean published MFU of the other rows (LOO). Pairwise ranking: pairs of rows
+with the same model, sequence length, precision and accelerator count on
+different hardware; is the faster one predicted faster?
+
+Writes held-out |relative error| quantiles per hardware and overall to
+``data/reference/predictor_error.json`` (read by the predictor's intervals).
+
+    .venv/bin/python benchmarks/predictor_validation.py [--quiet] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hwmodels.catalog import default_catalog  # noqa: E402
+from hwmodels.errors import ModelInputError  # noqa: E402
+from hwmodels.predict.calibration import calibrate  # noqa: E402
+from hwmodels.predict.layout import Layout  # noqa: E402
+from hwmodels.predict.predictor import step_times  # noqa: E402
+from hwmodels.predict.search import search  # noqa: E402
+from hwmodels.predict.spec import parse_spec  # noqa: E402
+
+RUNS = ROOT / "data" / "reference" / "training_runs.csv"
+OUT = ROOT / "data" / "reference" / "predictor_error.json"
+ETAS = np.round(np.arange(0.30, 1.301, 0.01), 3)
+BASELINE_MFU = 0.35
+
+
+def family(framework: str) -> str:
+    f = framework.lower()
+    for key, name in (("foundry", "llm-foundry"), ("maxtext", "maxtext"), ("torchtitan", "torchtitan"),
+                      ("megatron", "megatron"), ("nemo", "megatron"), ("gaudi", "gaudi-optimum")):
+        if key in f:
+            return name
+    return "other"
+
+
+def _int(v: str) -> int | None:
+    v = (v or "").strip()
+    return int(float(v)) if v else None
+
+
+def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
+    """Each usable row with its spec, calibration, layout and target; reasons for skipped rows."""
+    out, skipped = [], []
+    cals: dict[str, object] = {}
+    for r in rows:
+        rid = r["run_id"]
+        hw = r["hardware"]
+        if hw not in catalog:
+            skipped.append(f"{rid}: hardware {hw!r} not in the catalog")
+            continue
+        node = catalog.get(hw)
+        if hw not in cals:
+            cals[hw] = calibrate(node)
+        cal = cals[hw]
+        try:
+            spec = parse_spec(r["model"]).with_seq_len(_int(r["seq_len"]))
+        except ModelInputError as exc:
+            skipped.append(f"{rid}: model: {exc}")
+            continue
+        n = _int(r["accelerators"])
+        gb = _int(r["global_batch"])
+        prec = r["precision"] or "bf16"
+        peak = cal.peak_flops(prec)
+        fpt = spec.model_flops_per_token()
+        if r["tokens_per_s_per_accelerator"]:
+            target, tkind = float(r["tokens_per_s_per_accelerator"]), "stated"
+        elif r["mfu"]:
+            target, tkind = float(r["mfu"]) * peak / fpt, "from MFU (6N + 12LTd convention)"
+        else:
+            skipped.append(f"{rid}: neither tokens/s nor MFU")
+            continue
+        tp, pp, dp = _int(r["tp"]), _int(r["pp"]), _int(r["dp"])
+        mb = _int(r["micro_batch"])
+        v = _int(r["interleave"]) or 1
+        sh = r["sharding"] or None
+        rc = r["activation_checkpointing"] or None
+        if sh == "none" and dp and dp > 1:
+            sh = "ddp"
+        fixed = all(x is not None for x in (tp, pp, mb, sh, rc)) and (not dp or dp * (tp or 1) * (pp or 1) == n)
+        lay = None
+        t0 = time.perf_counter()
+        if fixed:
+            if n % (tp * pp):
+                skipped.append(f"{rid}: tp*pp does not divide accelerators")
+                continue
+            if v > 1 and pp == 1:
+                v = 1
+            lay = Layout(dp=n // (tp * pp), tp=tp, pp=pp, interleave=v, micro_batch=mb, sharding=sh, recompute=rc,
+                         sequence_parallel=(r["sequence_parallel"] == "true") or (tp > 1 and r["sequence_parallel"] == ""),
+                         precision=prec)
+        else:
+            res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
+                         sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, top=1)
+            if res.best is None:
+                skipped.append(f"{rid}: no layout fits with the stated fields")
+                continue
+            lay = res.best.layout
+        out.append(dict(row=r, id=rid, hw=hw, fam=family(r["framework"]), spec=spec, cal=cal, layout=lay,
+                        gb=gb, n=n, target=target, tkind=tkind, searched=not fixed, peak=peak, fpt=fpt,
+                        source=r["source"].split(" ")[0][:80], search_s=time.perf_counter() - t0))
+    return out, skipped
+
+
+def tps_grid(p: dict) -> np.ndarray:
+    """Predicted tokens/s per accelerator for every eta of the grid."""
+    out = []
+    for eta in ETAS:
+        st = step_times(p["spec"], p["cal"], p["layout"], global_batch=p["gb"], eta=float(eta))
+        seqs = st.microbatches * p["layout"].dp * p["layout"].micro_batch
+        out.append(seqs * p["spec"].seq_len / st.total / p["n"])
+    return np.array(out)
+
+
+def fit_eta(idx: list[int], logerr: np.ndarray) -> int:
+    """Grid index minimising the mean |log(pred/pub)| over rows ``idx``."""
+    if not idx:
+        return int(np.argmin(np.abs(ETAS - 1.0)))
+    return int(np.argmin(np.mean(np.abs(logerr[idx]), axis=0)))
+
+
+def held_out(preds: list[dict], logerr: np.ndarray, split_key) -> np.ndarray:
+    """Held-out relative error per row: eta fitted per framework family on the rows outside the row's split."""
+    n = len(preds)
+    out = np.zeros(n)
+    groups = [split_key(p, i) for i, p in enumerate(preds)]
+    for i, p in enumerate(preds):
+        train = [j for j in range(n) if groups[j] != groups[i]]
+        fam_train = [j for j in train if preds[j]["fam"] == p["fam"]]
+        k = fit_eta(fam_train if len(fam_train) >= 3 else train, logerr)
+        out[i] = math.exp(logerr[i, k]) - 1.0
+    return out
+
+
+def quantiles(errs: list[float]) -> dict:
+    a = np.abs(np.array(errs))
+    if not len(a):
+        return {}
+    return {"n": int(len(a)), "median": float(np.median(a)), "q90": float(np.quantile(a, 0.9)),
+            "max": float(a.max()), "mean_signed": float(np.mean(errs))}
+
+
+def ranking(preds: list[dict], pred_tps: np.ndarray) -> dict:
+    by = defaultdict(list)
+    for i, p in enumerate(preds):
+        key = (p["row"]["model"], p["spec"].seq_len, p["row"]["precision"], p["n"], p["gb"])
+        by[key].append(i)
+    pairs = correct = 0
+    wrong = []
+    for key, idx in by.items():
+        for a in range(len(idx)):
+            for b in range(a + 1, len(idx)):
+                i, j = idx[a], idx[b]
+                if preds[i]["hw"] == preds[j]["hw"]:
+                    continue
+                ti, tj = preds[i]["target"], preds[j]["target"]
+                if abs(ti / tj - 1) < 0.02:
+                    continue  # a tie in the published figures: no order to get right
+                pairs += 1
+                ok = (pred_tps[i] > pred_tps[j]) == (ti > tj)
+                correct += ok
+                if not ok:
+                    wrong.append(f"{preds[i]['id']} vs {preds[j]['id']}")
+    return {"pairs": pairs, "correct": correct, "wrong": wrong}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quiet", action="store_true", help="no per-row table")
+    ap.add_argument("--no-write", action="store_true", help=f"do not write {OUT.relative_to(ROOT)}")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    catalog = default_catalog()
+    with open(RUNS, newline="") as f:
+        rows = list(csv.DictReader(f))
+    preds, skipped = prepare(rows, catalog)
+    grid = np.array([tps_grid(p) for p in preds])  # rows x etas
+    target = np.array([p["target"] for p in preds])
+    logerr = np.log(grid / target[:, None])
+
+    loo = held_out(preds, logerr, lambda p, i: i)
+    loso = held_out(preds, logerr, lambda p, i: p["source"])
+    loho = held_out(preds, logerr, lambda p, i: p["hw"])
+    k_all = fit_eta(list(range(len(preds))), logerr)
+    fam_eta = {}
+    for fam in sorted({p["fam"] for p in preds}):
+        idx = [i for i, p in enumerate(preds) if p["fam"] == fam]
+        fam_eta[fam] = float(ETAS[fit_eta(idx, logerr)])
+    k1 = int(np.argmin(np.abs(ETAS - 1.0)))
+    raw = np.exp(logerr[:, k1]) - 1.0
+
+    # baselines
+    mfus = np.array([p["target"] * p["fpt"] / p["peak"] for p in preds])
+    b35 = np.array([BASELINE_MFU * p["peak"] / p["fpt"] for p in preds]) / target - 1.0
+    bavg = np.array([(mfus.sum() - mfus[i]) / (len(mfus) - 1) * p["peak"] / p["fpt"]
+                     for i, p in enumerate(preds)]) / target - 1.0
+    loo_tps = target * (1 + loo)
+    rank = {"predictor (LOO)": ranking(preds, loo_tps),
+            "predictor (LOHO)": ranking(preds, target * (1 + loho)),
+            "peak x 0.35": ranking(preds, target * (1 + b35)),
+            "peak x mean published MFU": ranking(preds, target * (1 + bavg))}
+
+    if not args.quiet:
+        print(f"{'run_id':44s} {'hw':14s} {'fam':12s} {'published':>10s} {'LOO pred':>10s} {'err':>7s} "
+              f"{'LOHO':>7s} {'x0.35':>7s} {'avgMFU':>7s} layout")
+        for i, p in enumerate(preds):
+            lay = p["layout"]
+            print(f"{p['id'][:44]:44s} {p['hw']:14s} {p['fam']:12s} {p['target']:10.1f} {loo_tps[i]:10.1f} "
+                  f"{loo[i]:+7.1%} {loho[i]:+7.1%} {b35[i]:+7.1%} {bavg[i]:+7.1%} "
+                  f"dp{lay.dp} tp{lay.tp} pp{lay.pp} v{lay.interleave} mb{lay.micro_batch} {lay.sharding} "
+                  f"{lay.recompute}{' (searched)' if p['searched'] else ''}")
+    hws = sorted({p["hw"] for p in preds})
+
+    def per_hw(errs):
+        return {hw: quantiles([float(errs[i]) for i, p in enumerate(preds) if p["hw"] == hw]) for hw in hws}
+
+    def per_src(errs):
+        srcs = sorted({p["source"] for p in preds})
+        return {s: quantiles([float(errs[i]) for i, p in enumerate(preds) if p["source"] == s]) for s in srcs}
+
+    report = {
+        "generated_by": "benchmarks/predictor_validation.py",
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rows_used": len(preds), "rows_skipped": skipped,
+        "error_definition": "predicted / published tokens per second per accelerator - 1; quantiles of |error|",
+        "framework_efficiency": {"value": float(ETAS[k_all]), "per_family": fam_eta,
+                                 "how": "eta minimising mean |log(pred/published)| over all published rows "
+                                        "(grid 0.30..1.30); used for new predictions; scores below are held out"},
+        "raw_eta_1": {"overall": quantiles(list(raw)), "per_hardware": per_hw(raw)},
+        "cross_validation": {"method": "leave-one-row-out, eta per framework family fitted on the other rows",
+                             "overall": quantiles(list(loo)), "per_hardware": per_hw(loo), "per_source": per_src(loo)},
+        "leave_one_source_out": {"overall": quantiles(list(loso)), "per_hardware": per_hw(loso)},
+        "leave_one_hardware_out": {"method": "the hardware's rows held out; eta from the other hardware only; its "
+                                             "rates from datasheet + published micro-benchmarks",
+                                   "overall": quantiles(list(loho)), "per_hardware": per_hw(loho)},
+        "baselines": {"peak_x_0.35": {"overall": quantiles(list(b35)), "per_hardware": per_hw(b35)},
+                      "peak_x_mean_published_mfu": {"overall": quantiles(list(bavg)), "per_hardware": per_hw(bavg)}},
+        "ranking": rank,
+        "targets": {"median": 0.10, "worst": 0.25, "ranking": "all pairs"},
+    }
+    print()
+    print(f"rows used {len(preds)}, skipped {len(skipped)}; eta (all rows) {ETAS[k_all]:.2f}; per family {fam_eta}")
+    print(f"{'hardware':16s} {'n':>4s} | {'LOO med':>8s} {'LOO max':>8s} | {'LOHO med':>8s} {'LOHO max':>8s} | "
+          f"{'x0.35 med':>9s} {'x0.35 max':>9s} | {'avgMFU med':>10s} {'avgMFU max':>10s}")
+    for hw in hws + ["overall"]:
+        def q(errs):
+            return quantiles([float(errs[i]) for i, p in enumerate(preds) if hw == "overall" or p["hw"] == hw])
+        a, b, c, d = q(loo), q(loho), q(b35), q(bavg)
+        print(f"{hw:16s} {a['n']:4d} | {a['median']:8.1%} {a['max']:8.1%} | {b['median']:8.1%} {b['max']:8.1%} | "
+              f"{c['median']:9.1%} {c['max']:9.1%} | {d['median']:10.1%} {d['max']:10.1%}")
+    lo = report["leave_one_source_out"]["overall"]
+    print(f"leave-one-source-out overall: median {lo['median']:.1%}, q90 {lo['q90']:.1%}, max {lo['max']:.1%}")
+    for name, r in rank.items():
+        print(f"ranking {name:28s}: {r['correct']}/{r['pairs']} pairs correct")
+    for s in skipped:
+        print("skipped:", s)
+    print(f"wall {time.perf_counter() - t0:.1f} s")
+    if not args.no_write:
+        OUT.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"wrote {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""A parallel layout and where its groups sit on the machine.
+
+Rank order (Megatron-LM's default, Narayanan et al. 2021, section 3): tensor
+parallel innermost, then data parallel, then pipeline stages. So a TP group is
+``tp`` consecutive ranks; a DP group strides by ``tp`` and spans ``tp * dp``
+consecutive ranks; pipeline neighbours are ``tp * dp`` ranks apart. A group
+stays on the scale-up fabric (``intra``) when the ranks it spans fit in one
+scale-up domain (``scale_up_size``: 8 on an HGX board, the ICI slice on a
+TPU), else it crosses the scale-out network (``inter``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+from hwmodels.errors import ModelInputError, choices_error
+from hwmodels.predict.memory import RECOMPUTE, SHARDINGS
+
+PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    dp: int
+    tp: int = 1
+    pp: int = 1
+    interleave: int = 1  # virtual pipeline chunks per rank
+    micro_batch: int = 1  # sequences per model replica per forward pass
+    sharding: str = "ddp"
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    precision: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for f in ("dp", "tp", "pp", "interleave", "micro_batch"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ModelInputError(f"layout.{f}: must be an integer >= 1, got {v!r}")
+        if self.sharding not in SHARDINGS:
+            raise choices_error("layout.sharding", self.sharding, SHARDINGS)
+        if self.recompute not in RECOMPUTE:
+            raise choices_error("layout.activation_checkpointing", self.recompute, RECOMPUTE)
+        if self.precision not in PRECISIONS:
+            raise choices_error("layout.precision", self.precision, PRECISIONS)
+        if self.interleave > 1 and self.pp == 1:
+            raise ModelInputError("layout.interleave: needs pp > 1")
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.tp * self.pp
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["activation_checkpointing"] = d.pop("recompute")
+        return d
+
+
+def group_level(span: int, scale_up: int) -> str:
+    """``intra`` when ``span`` consecutive ranks fit in one scale-up domain."""
+    return "intra" if span <= scale_up else "inter"
+
+
+def placement(layout: Layout, *, scale_up: int, accelerators_per_node: int) -> dict[str, tuple[str, int]]:
+    """group -> (level, ranks of that group on one node) for tp, dp, pp (module docstring)."""
+    apn = max(accelerators_per_node, 1)
+    tp, dp = layout.tp, layout.dp
+    return {
+        "tp": (group_level(tp, scale_up), min(tp, apn)),
+        "dp": (group_level(tp * dp, scale_up), max(1, min(dp, apn // tp)) if tp <= apn else 1),
+        "pp": (group_level(tp * dp * layout.pp, scale_up) if layout.pp > 1 else "intra", 1),
+    }
+
+
+def divisors(n: int) -> list[int]:
+    out = []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            out.append(i)
+            if i != n // i:
+                out.append(n // i)
+        i += 1
+    return sorted(out)
+
+
+def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_batch: int, scale_up: int,
+                      precision: str, tp: int | None = None, pp: int | None = None, sharding: str | None = None,
+                      micro_batch: int | None = None, recompute: str | None = None,
+                      max_micro_batch: int = 32) -> Iterator[Layout]:
+    """Every layout for the job; fixed fields are honoured, the rest enumerated.
+
+    TP: powers of two dividing ``n_heads``, within the scale-up domain.
+    PP: divisors of ``accelerators / tp`` up to ``n_layers`` (uneven stages allowed: the slowest has
+    ceil(L/pp) layers), with 1, 2 or 4 interleaved chunks where the stage has enough layers.
+    Micro-batch: powers of two up to ``max_micro_batch`` and the per-replica batch.
+    Recompute is enumerated in order none, selective, full (the search keeps the least that fits).
+    """
+    tps = [tp] if tp else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= scale_up and n_heads % t == 0
+                           and accelerators % t == 0]
+    for t in tps:
+        if accelerators % t:
+            continue
+        rest = accelerators // t
+        pps = [pp] if pp else [p for p in divisors(rest) if p <= n_layers and p <= 128]
+        for p in pps:
+            if rest % p:
+                continue
+            dp = rest // p
+            if dp > global_batch:
+                continue
+            per_replica = -(-global_batch // dp)
+            shards = [sharding] if sharding else (["none"] if dp == 1 else ["ddp", "zero1", "shard_grad_op",
+                                                                          "full_shard"])
+            if micro_batch:
+                mbs = [micro_batch]
+            else:
+                mbs = sorted({m for m in (1, 2, 4, 8, 16, 32, 64) if m <= min(per_replica, max_micro_batch)}
+                             | ({per_replica} if per_replica <= max_micro_batch else set()))
+            stage_layers = -(-n_layers // p)
+            vs = [1] if p == 1 else [v for v in (1, 2, 4) if stage_layers % v == 0 and stage_layers // v >= 1]
+            rcs = [recompute] if recompute else list(RECOMPUTE)
+            for v in vs:
+                for sh in shards:
+                    for mb in mbs:
+                        for rc in rcs:
+                            yield Layout(dp=dp, tp=t, pp=p, interleave=v, micro_batch=mb, sharding=sh,
+                                         recompute=rc, sequence_parallel=t > 1, precision=precision)
+
+
+__all__ = ["Layout", "placement", "enumerate_layouts", "group_level", "divisors", "PRECISIONS"]

@@ -1,0 +1,156 @@
+"""Bytes per accelerator of one layout: weights, grads, optimizer state, activations, buffers.
+
+Model state (Rajbhandari et al. 2020, "ZeRO", arXiv:1910.02054, section 3.1:
+mixed-precision Adam keeps 2 bytes of fp16/bf16 weights, 2 bytes of grads and
+K = 12 bytes of fp32 master weights, momentum and variance per parameter,
+"16 Psi" in all). fp32 training: 4 + 4 + 8 (momentum, variance). ZeRO
+stages / FSDP strategies divide by the data-parallel degree ``dp``::
+
+    none, ddp        weights + grads + optimizer, all replicated
+    zero1            optimizer / dp
+    shard_grad_op    (grads + optimizer) / dp                  (ZeRO-2, FSDP SHARD_GRAD_OP)
+    full_shard       (weights + grads + optimizer) / dp        (ZeRO-3, FSDP FULL_SHARD)
+                     + 2 gathered layers of weights (current + prefetched unit)
+
+Parameters are split over tensor (``tp``) and pipeline (``pp``) ranks first.
+
+Activations per layer and micro-batch (Korthikanti et al. 2022, "Reducing
+Activation Recomputation in Large Transformer Models", arXiv:2205.05198,
+section 4, 16-bit activations, dropout masks 1 byte), for ``s`` tokens,
+``b`` sequences, hidden ``h``, ``a`` heads, ``t``-way TP::
+
+    no recompute, with SP      s b h (34 + 5 a s / h) / t
+    no recompute, without SP   s b h (10 + 24 / t + 5 a s / (h t))
+    selective recompute        the 5 a s / h term is dropped (also when attention is fused/flash)
+    full recompute             2 s b h per layer (/ t with SP)
+
+generalised to GQA and other MLP widths by counting the same stored tensors:
+attention 7 sbh + 4 sb d_kv (+ 5 a s^2 b), MLP 3 sbh + 4 sb f (GELU) or
+3 sbh + 6 sb f (SwiGLU: gate, up and their product), norms 4 sbh; of these the
+10 sbh of norm inputs, the two linear-block inputs and the dropout masks are
+replicated across TP ranks unless SP splits them. For ``f = 4h, d_kv = h`` this
+is exactly 34 sbh + 5 a s^2 b.
+
+Pipeline parallelism with 1F1B keeps ``pp`` micro-batches in flight on the first
+stage: that stage holds ``L/pp x min(pp, m)`` layers' activations, times
+``1 + (pp-1)/(pp v)`` with ``v`` interleaved chunks (Korthikanti 2022, section
+4.2.3). Output layer: fp32 logits ``4 s b V / t`` bytes.
+
+Buffers (stated allowance, not measured): 1 GiB fixed (CUDA context, NCCL
+buffers, cuBLAS workspace; PyTorch CUDA semantics notes put the context at
+300-500 MiB and NCCL adds its channel buffers) plus 10% of everything else for
+caching-allocator fragmentation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hwmodels.predict.spec import ModelSpec
+
+GiB = float(1 << 30)
+SHARDINGS = ("none", "ddp", "zero1", "shard_grad_op", "full_shard")
+RECOMPUTE = ("none", "selective", "full")
+FIXED_BUFFER_BYTES = 1.0 * GiB
+FRAGMENTATION = 0.10
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryEstimate:
+    weights: float
+    grads: float
+    optimizer: float
+    activations: float
+    buffers: float
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.optimizer + self.activations + self.buffers
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.capacity
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weights_GiB": self.weights / GiB, "grads_GiB": self.grads / GiB,
+                "optimizer_GiB": self.optimizer / GiB, "activations_GiB": self.activations / GiB,
+                "buffers_GiB": self.buffers / GiB, "total_GiB": self.total / GiB,
+                "capacity_GiB": self.capacity / GiB, "fits": self.fits}
+
+
+def state_bytes_per_param(precision: str) -> tuple[float, float, float]:
+    """(weights, grads, optimizer) bytes per parameter: ZeRO paper section 3.1 (see module docstring)."""
+    if precision == "fp32":
+        return 4.0, 4.0, 8.0
+    return 2.0, 2.0, 12.0
+
+
+def activation_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, sp: bool = False,
+                               recompute: str = "none", flash: bool = True) -> float:
+    """Korthikanti et al. 2022 per-layer activation bytes, generalised (module docstring)."""
+    s, b, h, a = seq_len, micro_batch, spec.d_model, spec.n_heads
+    sbh = s * b * h
+    if recompute == "full":
+        return 2.0 * sbh / (tp if sp else 1)
+    mlp = 4.0 * s * b * spec.ffn_dim if not spec.glu else 6.0 * s * b * spec.ffn_dim
+    # replicated part: 4 sbh (norms) + 2 sbh (QKV input) + sbh (attn dropout mask) + 2 sbh (MLP input) + sbh (MLP mask)
+    replicated = 10.0 * sbh
+    # what is left after the replicated tensors: attention 7 sbh + 4 sb dkv - (2 + 1) sbh -> Q, K, V, out-proj input;
+    # MLP 3 sbh + f-terms - 3 sbh -> the f-terms
+    split = (7.0 * sbh + 4.0 * s * b * spec.d_kv - 3.0 * sbh) + (3.0 * sbh + mlp - 3.0 * sbh)
+    scores = 0.0 if (flash or recompute == "selective") else 5.0 * a * s * s * b
+    if sp:
+        return (replicated + split + scores) / tp
+    return replicated + (split + scores) / tp
+
+
+def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding: str, dp: int, tp: int, pp: int,
+             micro_batch: int, seq_len: int, recompute: str, sp: bool, flash: bool = True,
+             microbatches: int = 1, interleave: int = 1) -> MemoryEstimate:
+    n = spec.n_params()
+    n_local = n / (tp * pp)
+    w, g, o = state_bytes_per_param(precision)
+    weights, grads, opt = w * n_local, g * n_local, o * n_local
+    if sharding == "zero1":
+        opt /= dp
+    elif sharding == "shard_grad_op":
+        opt /= dp
+        grads /= dp
+    elif sharding == "full_shard":
+        weights /= dp
+        grads /= dp
+        opt /= dp
+        weights += 2 * w * spec.layer_params() / tp  # gathered unit + prefetched unit
+    per_layer = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
+                                           recompute=recompute, flash=flash)
+    layers_per_stage = spec.n_layers / pp
+    in_flight = min(pp, max(microbatches, 1)) if pp > 1 else 1
+    factor = (1.0 + (pp - 1) / (pp * interleave)) if (pp > 1 and interleave > 1) else 1.0
+    acts = per_layer * layers_per_stage * in_flight * factor
+    if recompute == "full":
+        # the layer being recomputed holds its full activations during its backward
+        acts += activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
+                                           recompute="selective", flash=flash)
+    logits = 4.0 * seq_len * micro_batch * spec.vocab / tp  # fp32 logits (last stage; counted for all)
+    acts += logits
+    body = weights + grads + opt + acts
+    buffers = FIXED_BUFFER_BYTES + FRAGMENTATION * body
+    return MemoryEstimate(weights=weights, grads=grads, optimizer=opt, activations=acts, buffers=buffers,
+                          capacity=capacity_bytes)
+
+
+def korthikanti_per_layer(s: int, b: int, h: int, a: int, t: int = 1, *, sp: bool, recompute: str) -> float:
+    """The paper's own closed forms (Table 2), for tests and cross-checks."""
+    if recompute == "full":
+        return 2.0 * s * b * h / (t if sp else 1)
+    if recompute == "selective":
+        return s * b * h * 34.0 / t if sp else s * b * h * (10.0 + 24.0 / t)
+    if sp:
+        return s * b * h * (34.0 + 5.0 * a * s / h) / t
+    return s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
+
+
+__all__ = ["MemoryEstimate", "estimate", "activation_bytes_per_layer", "korthikanti_per_layer", "SHARDINGS",
+           "RECOMPUTE", "state_bytes_per_param", "GiB"]

@@ -1,0 +1,234 @@
+"""One training step as operations: GEMMs, attention, memory-bound ops, collectives.
+
+Per transformer layer and micro-batch of ``b`` sequences of ``s`` tokens
+(``t = b s`` tokens), on one rank of a ``tp``-way tensor-parallel group
+(Megatron column/row split, Shoeybi et al. 2019, arXiv:1909.08053, section 3):
+
+GEMMs, forward (m, n, k) with ``d_kv = n_kv_heads * head_dim``, ``f = ffn_dim``::
+
+    qkv        (t, (d + 2 d_kv)/tp, d)
+    attn_out   (t, d, d/tp)
+    mlp_up     (t, f/tp * (2 if glu else 1), d)
+    mlp_down   (t, d, f/tp)
+
+Backward: for each forward GEMM ``(m, n, k)`` a data-gradient GEMM ``(m, k, n)``
+and a weight-gradient GEMM ``(k, n, m)``: twice the forward FLOPs (Kaplan et
+al. 2020, section 2.1; Narayanan et al. 2021, eq. 3 counts 3x forward).
+
+Attention core: model FLOPs ``4 b s^2 d / tp`` forward (QK^T and AV, 2 FLOPs
+per MAC; PaLM appendix B counts it without causal halving) and twice that
+backward. What the hardware executes with a fused causal kernel is half the
+forward (masked blocks skipped) and 2.5x that backward (FlashAttention-2,
+Dao 2023, section 3.1 and its benchmark convention: bwd = 2.5 fwd FLOPs, causal
+= 1/2); ``materialized`` attention runs the score GEMMs (``b a/tp`` batched
+``(s, s, d_head)`` and ``(s, d_head, s)``) in full and a softmax over
+``b a s^2 / tp`` elements (read + write forward, 3 passes backward).
+
+Memory-bound ops, forward bytes (16-bit activations, ``e`` bytes/element;
+with SP (Korthikanti 2022) the norms and residual adds see ``t/tp`` tokens)::
+
+    2 norms          2 x (read + write) t d e
+    2 residual adds  2 x (read 2 + write 1) t d e
+    activation       GELU read + write t f/tp e; SwiGLU read 2 + write 1 t f/tp e
+    rotary (GQA/rmsnorm models)  read + write t (d + d_kv)/tp e
+
+Backward moves twice the forward bytes (read the saved input and the incoming
+gradient, write the outgoing gradient). Per step and model: the embedding
+gather (t d e), the logits GEMM ``(t, V/tp, d)``, cross-entropy over fp32
+logits (4 passes of ``4 t V/tp`` bytes: softmax read/write, grad read/write),
+and the optimizer (Adam on fp32 master weights: read master, grad, m, v and
+write master, m, v, bf16 copy = 30 bytes per local parameter; 28 in fp32).
+
+Collectives (each with the link level it crosses; see :mod:`.layout`): TP
+all-reduce of ``t d e`` bytes, 2 forward + 2 backward per layer (+2 in full
+recompute) (Shoeybi 2019, Fig. 4); with SP each becomes an all-gather and a
+reduce-scatter of the same buffer (Korthikanti 2022, section 4.2.2). Data
+parallel: DDP all-reduces fp32 gradients once per step (overlapped with the
+last backward); ZeRO-1 reduce-scatters them and all-gathers the bf16
+parameters after the step; SHARD_GRAD_OP all-gathers bf16 parameters in each
+forward and reduce-scatters gradients in each backward; FULL_SHARD all-gathers
+in forward and again in backward (Zhao et al. 2023, "PyTorch FSDP",
+arXiv:2304.11277, section 3). Pipeline: send/recv of ``t d e`` bytes (``/tp``
+with Megatron's scatter/gather optimisation) per micro-batch and boundary,
+forward and backward (Narayanan 2021, section 4.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwmodels.predict.spec import ModelSpec
+
+PHASES = ("fwd", "bwd", "recompute", "step")
+OP_KINDS = ("gemm", "attention", "memory", "collective")
+ATTENTION = ("flash", "materialized")
+GRAD_REDUCE_BYTES = 4.0  # fp32 gradient reduction (PyTorch DDP/AMP grads, Megatron main_grads, FSDP reduce_dtype fp32)
+ADAM_BYTES = {"mixed": 30.0, "fp32": 28.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    name: str
+    kind: str  # gemm | attention | memory | collective
+    phase: str  # fwd | bwd | recompute | step
+    count: float = 1.0
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    flops: float = 0.0  # executed FLOPs, all ``count`` instances
+    model_flops: float = 0.0  # FLOPs as MFU counts them
+    nbytes: float = 0.0  # memory traffic (memory ops) or buffer size (collectives)
+    collective: str = ""  # all_reduce | all_gather | reduce_scatter | send_recv
+    group: str = ""  # tp | dp | pp
+    launches: float = 1.0
+
+
+def dtype_bytes(precision: str) -> float:
+    """Bytes per activation element: fp32 4; bf16/fp16 2; fp8 runs GEMM inputs in 8 bits but keeps 16-bit activations."""
+    return 4.0 if precision == "fp32" else 2.0
+
+
+def _gemm(name: str, phase: str, m: int, n: int, k: int, count: float = 1.0) -> Op:
+    f = 2.0 * m * n * k * count
+    return Op(name=name, kind="gemm", phase=phase, count=count, m=m, n=n, k=k, flops=f, model_flops=f,
+              launches=count)
+
+
+def _fwd_bwd(name: str, m: int, n: int, k: int, recompute: bool) -> list[Op]:
+    ops = [_gemm(name, "fwd", m, n, k), _gemm(name + ".dgrad", "bwd", m, k, n), _gemm(name + ".wgrad", "bwd", k, n, m)]
+    if recompute:
+        r = _gemm(name, "recompute", m, n, k)
+        ops.append(Op(**{**_asdict(r), "model_flops": 0.0}))
+    return ops
+
+
+def _asdict(op: Op) -> dict:
+    return {f: getattr(op, f) for f in Op.__slots__}
+
+
+def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, sp: bool = False,
+              recompute: str = "none", attention: str = "flash", precision: str = "bf16") -> list[Op]:
+    """Ops of one transformer layer for one micro-batch on one TP rank (module docstring)."""
+    b, s, d, f = micro_batch, seq_len, spec.d_model, spec.ffn_dim
+    t = b * s
+    e = dtype_bytes(precision)
+    full = recompute == "full"
+    ops: list[Op] = []
+    q = spec.q_dim
+    ops += _fwd_bwd("qkv", t, (q + 2 * spec.d_kv) // tp, d, full)
+    ops += _fwd_bwd("attn_out", t, d, q // tp, full)
+    ops += _fwd_bwd("mlp_up", t, f * (2 if spec.glu else 1) // tp, d, full)
+    ops += _fwd_bwd("mlp_down", t, d, f // tp, full)
+    # attention core
+    heads = max(spec.n_heads // tp, 1)
+    model_fwd = 4.0 * b * s * s * q / tp
+    if attention == "flash":
+        ops.append(Op(name="attention", kind="attention", phase="fwd", flops=0.5 * model_fwd, model_flops=model_fwd))
+        ops.append(Op(name="attention.bwd", kind="attention", phase="bwd", flops=1.25 * model_fwd,
+                      model_flops=2.0 * model_fwd))
+        if full:
+            ops.append(Op(name="attention", kind="attention", phase="recompute", flops=0.5 * model_fwd))
+    else:
+        dh = spec.head_dim
+        cnt = float(b * heads)
+        sm = b * heads * s * s * e
+        rec = ["fwd"] + (["recompute"] if recompute in ("full", "selective") else [])
+        for ph in rec:
+            for g in (_gemm("scores", ph, s, s, dh, cnt), _gemm("attn_v", ph, s, dh, s, cnt)):
+                ops.append(g if ph == "fwd" else Op(**{**_asdict(g), "model_flops": 0.0}))
+            ops.append(Op(name="softmax", kind="memory", phase=ph, nbytes=2.0 * sm))
+        for g in (_gemm("scores.dgrad_q", "bwd", s, dh, s, cnt), _gemm("scores.dgrad_k", "bwd", s, dh, s, cnt),
+                  _gemm("attn_v.dgrad_p", "bwd", s, s, dh, cnt), _gemm("attn_v.dgrad_v", "bwd", s, dh, s, cnt)):
+            ops.append(g)
+        ops.append(Op(name="softmax.bwd", kind="memory", phase="bwd", nbytes=3.0 * sm))
+    # memory-bound
+    tok = t / tp if sp else t
+    act_mult = 3.0 if spec.glu else 2.0
+    mem_fwd = [("norms", 2 * 2.0 * tok * d * e, 2), ("residual", 2 * 3.0 * tok * d * e, 2),
+               ("activation", act_mult * t * f / tp * e, 1)]
+    if spec.norm == "rmsnorm":
+        mem_fwd.append(("rotary", 2.0 * t * (d + spec.d_kv) / tp * e, 2))
+    for name, nb, launches in mem_fwd:
+        ops.append(Op(name=name, kind="memory", phase="fwd", nbytes=nb, launches=launches))
+        ops.append(Op(name=name + ".bwd", kind="memory", phase="bwd", nbytes=2.0 * nb, launches=launches))
+        if full:
+            ops.append(Op(name=name, kind="memory", phase="recompute", nbytes=nb, launches=launches))
+    # TP collectives
+    if tp > 1:
+        size = t * d * e
+        phases = ["fwd", "fwd", "bwd", "bwd"] + (["recompute", "recompute"] if full else [])
+        for ph in phases:
+            if sp:
+                ops.append(Op(name="tp.all_gather", kind="collective", phase=ph, nbytes=size, collective="all_gather",
+                              group="tp"))
+                ops.append(Op(name="tp.reduce_scatter", kind="collective", phase=ph, nbytes=size,
+                              collective="reduce_scatter", group="tp"))
+            else:
+                ops.append(Op(name="tp.all_reduce", kind="collective", phase=ph, nbytes=size, collective="all_reduce",
+                              group="tp"))
+    return ops
+
+
+def head_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, precision: str = "bf16") -> list[Op]:
+    """Embedding, logits GEMM and cross-entropy for one micro-batch (per TP rank)."""
+    t = micro_batch * seq_len
+    e = dtype_bytes(precision)
+    v = -(-spec.vocab // tp)
+    ops = _fwd_bwd("logits", t, v, spec.d_model, False)
+    ops.append(Op(name="embedding", kind="memory", phase="fwd", nbytes=2.0 * t * spec.d_model * e))
+    ops.append(Op(name="embedding.bwd", kind="memory", phase="bwd", nbytes=3.0 * t * spec.d_model * e))
+    ops.append(Op(name="cross_entropy", kind="memory", phase="fwd", nbytes=2.0 * 4.0 * t * v, launches=2))
+    ops.append(Op(name="cross_entropy.bwd", kind="memory", phase="bwd", nbytes=2.0 * 4.0 * t * v, launches=2))
+    return ops
+
+
+def optimizer_op(local_params: float, precision: str) -> Op:
+    nb = local_params * ADAM_BYTES["fp32" if precision == "fp32" else "mixed"]
+    return Op(name="adam", kind="memory", phase="step", nbytes=nb, launches=4)  # multi-tensor apply: a few launches
+
+
+def dp_collectives(*, sharding: str, local_params: float, layer_params_local: float, n_layers_local: float,
+                   microbatches: int, precision: str) -> list[Op]:
+    """Data-parallel collectives of one step per rank (module docstring); sizes are whole buffers."""
+    pw = 4.0 if precision == "fp32" else 2.0
+    g = GRAD_REDUCE_BYTES
+    if sharding in ("none",):
+        return []
+    if sharding == "ddp":
+        return [Op(name="dp.all_reduce", kind="collective", phase="bwd", nbytes=local_params * g,
+                   collective="all_reduce", group="dp", count=1.0)]
+    if sharding == "zero1":
+        return [Op(name="dp.reduce_scatter", kind="collective", phase="bwd", nbytes=local_params * g,
+                   collective="reduce_scatter", group="dp"),
+                Op(name="dp.all_gather", kind="collective", phase="step", nbytes=local_params * pw,
+                   collective="all_gather", group="dp")]
+    # FSDP units: one per layer; the collectives repeat per micro-batch
+    unit = layer_params_local
+    n_units = n_layers_local
+    per_mb: list[Op] = [
+        Op(name="fsdp.all_gather.fwd", kind="collective", phase="fwd", nbytes=unit * pw, collective="all_gather",
+           group="dp", count=n_units * microbatches),
+        Op(name="fsdp.reduce_scatter", kind="collective", phase="bwd", nbytes=unit * g, collective="reduce_scatter",
+           group="dp", count=n_units * microbatches),
+    ]
+    if sharding == "full_shard":
+        per_mb.append(Op(name="fsdp.all_gather.bwd", kind="collective", phase="bwd", nbytes=unit * pw,
+                         collective="all_gather", group="dp", count=n_units * microbatches))
+    return per_mb
+
+
+def step_flops(spec: ModelSpec, *, seq_len: int, sequences: int, recompute: str) -> tuple[float, float]:
+    """(model FLOPs, hardware FLOPs) of one optimizer step over ``sequences`` sequences (PaLM app. B)."""
+    tokens = sequences * seq_len
+    model = spec.model_flops_per_token(seq_len) * tokens
+    hw = model
+    if recompute == "full":
+        layer_fwd = (2.0 * (spec.matmul_params() - spec.vocab * spec.d_model)
+                     + 4.0 * spec.n_layers * seq_len * spec.q_dim)
+        hw += layer_fwd * tokens
+    elif recompute == "selective":
+        hw += 4.0 * spec.n_layers * seq_len * spec.q_dim * tokens  # the attention core forward again
+    return model, hw
+
+
+__all__ = ["Op", "layer_ops", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]

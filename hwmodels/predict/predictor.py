@@ -1,0 +1,365 @@
+"""Step time, throughput, MFU, memory and their interval for one job on one layout.
+
+Step model (per optimizer step, on the slowest pipeline stage)::
+
+    t_stage   = ceil(L/pp) x layer(fwd + bwd + recompute) + head   per micro-batch, incl. TP collectives
+    compute   = m x (GEMM + attention time of t_stage) / eta
+    memory    = m x (memory-bound time of t_stage) / eta + optimizer step
+    exposed   = TP collectives (not overlapped: on the critical path, Shoeybi 2019)
+                + pipeline send/recv (2 per micro-batch and chunk boundary)
+                + DP/FSDP collectives beyond what overlaps with the compute they can hide under
+    bubble    = (pp - 1) / v x t_stage        (1F1B with v interleaved chunks: Narayanan 2021, section 2.2)
+    overhead  = the calibration's fixed per-step overhead
+
+with ``m = ceil(global_batch / (dp x micro_batch))`` micro-batches per step and
+``eta`` the framework efficiency (1 unless the validation fitted one: the
+share of time no op model accounts for; its value and how it was fitted are
+in ``data/reference/predictor_error.json``).
+
+MFU (PaLM, Chowdhery et al. 2022, appendix B): model FLOPs per step (6 N +
+12 L T d per token) / (step time x accelerators x dense datasheet peak of the
+precision). HFU adds the recomputed FLOPs.
+
+The interval: the held-out relative error quantiles of the validation
+(``predictor_error.json``: per hardware when that hardware was held out,
+else overall) combined in quadrature with the calibration's relative
+uncertainty; the level is the quantile's (0.9).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from hwmodels.errors import ModelInputError
+from hwmodels.predict import ops as O
+from hwmodels.predict.calibration import Calibration
+from hwmodels.predict.collectives import collective_time
+from hwmodels.predict.layout import Layout, placement
+from hwmodels.predict.memory import GiB, MemoryEstimate, estimate
+from hwmodels.predict.spec import GenericSpec, ModelSpec
+
+ERROR_FILE = Path(__file__).resolve().parents[2] / "data" / "reference" / "predictor_error.json"
+INTERVAL_LEVEL = 0.9
+DEFAULT_REL_ERROR = 0.25  # used when no validation file exists (stated; the validation replaces it)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTimes:
+    compute: float
+    memory_bound: float
+    exposed_comm: float
+    bubble: float
+    overhead: float
+    model_flops: float
+    hardware_flops: float
+    memory: MemoryEstimate
+    microbatches: int
+    comm_total: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.memory_bound + self.exposed_comm + self.bubble + self.overhead
+
+
+@lru_cache(maxsize=100_000)
+def _layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, recompute: str, sp: bool,
+                attention: str, precision: str) -> tuple[float, float, float, float, float, float]:
+    """(compute_fwd, compute_bwd+recompute, memory_fwd, memory_bwd+rec, tp_comm, tp_comm_bytes) of one layer."""
+    level, rpn = placement(Layout(dp=1, tp=tp), scale_up=cal.scale_up_size,
+                           accelerators_per_node=cal.accelerators_per_node)["tp"]
+    return _cost_ops(cal, O.layer_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, sp=sp, recompute=recompute,
+                                      attention=attention, precision=precision), seq, precision, tp, level, rpn)
+
+
+@lru_cache(maxsize=10_000)
+def _head_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, precision: str):
+    return _cost_ops(cal, O.head_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, precision=precision), seq,
+                     precision, tp, "intra", 1)
+
+
+def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: int, level: str, rpn: int):
+    gemm_dtype = precision
+    e = O.dtype_bytes(precision) if precision != "fp8" else 1.0
+    cf = cb = mf = mb_ = comm = 0.0
+    for op in ops:
+        if op.kind == "gemm":
+            t = cal.gemm_time(op.m, op.n, op.k, gemm_dtype, e) * op.count
+        elif op.kind == "attention":
+            t = cal.attention_time(op.flops, seq, "bf16" if precision == "fp8" else precision)
+        elif op.kind == "memory":
+            t = cal.memory_time(op.nbytes, op.launches)
+        else:
+            comm += collective_time(cal, kind=op.collective, size_bytes=op.nbytes, ranks=tp, level=level,
+                                    ranks_per_node=rpn) * op.count
+            continue
+        if op.kind == "memory":
+            if op.phase == "fwd":
+                mf += t
+            else:
+                mb_ += t
+        elif op.phase == "fwd":
+            cf += t
+        else:
+            cb += t
+    return cf, cb, mf, mb_, comm, 0.0
+
+
+def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
+               attention: str = "flash", eta: float = 1.0, memory_only: bool = False) -> StepTimes:
+    """The step model of the module docstring for one layout."""
+    seq = seq_len or spec.seq_len
+    L, tp, pp, dp, v, mbs = spec.n_layers, layout.tp, layout.pp, layout.dp, layout.interleave, layout.micro_batch
+    m = -(-global_batch // (dp * mbs))
+    mem = estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=layout.precision,
+                   sharding=layout.sharding, dp=dp, tp=tp, pp=pp, micro_batch=mbs, seq_len=seq,
+                   recompute=layout.recompute, sp=layout.sequence_parallel, flash=attention == "flash",
+                   microbatches=m, interleave=v)
+    model_f, hw_f = O.step_flops(spec, seq_len=seq, sequences=m * dp * mbs, recompute=layout.recompute)
+    if memory_only:
+        return StepTimes(compute=0, memory_bound=0, exposed_comm=0, bubble=0, overhead=0, model_flops=model_f,
+                         hardware_flops=hw_f, memory=mem, microbatches=m)
+    cf, cb, mf, mbw, tpc, _ = _layer_cost(cal, spec, tp, mbs, seq, layout.recompute, layout.sequence_parallel,
+                                          attention, layout.precision)
+    hf, hb, hmf, hmb, _, _ = _head_cost(cal, spec, tp, mbs, seq, layout.precision)
+    stage_layers = -(-L // pp)
+    c_stage = (stage_layers * (cf + cb) + hf + hb) / eta
+    m_stage = (stage_layers * (mf + mbw) + hmf + hmb) / eta
+    tp_stage = stage_layers * tpc
+    place = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)
+    # pipeline p2p: activations t d e (/tp with the scatter/gather optimisation), fwd and bwd, per chunk boundary
+    p2p = 0.0
+    if pp > 1:
+        size = mbs * seq * spec.d_model * O.dtype_bytes(layout.precision) / tp
+        lvl, rpn = place["pp"]
+        p2p = 2.0 * v * collective_time(cal, kind="send_recv", size_bytes=size, ranks=2, level=lvl, ranks_per_node=rpn)
+    t_stage = c_stage + m_stage + tp_stage + p2p
+    compute = m * c_stage
+    memory = m * m_stage
+    # optimizer step on the local (sharded) optimizer state
+    local = spec.n_params() / (tp * pp)
+    opt_params = local / dp if layout.sharding in ("zero1", "shard_grad_op", "full_shard") else local
+    opt = O.optimizer_op(opt_params, layout.precision)
+    memory += cal.memory_time(opt.nbytes, opt.launches) / eta
+    # data-parallel collectives
+    lvl, rpn = place["dp"]
+    dp_exposed = dp_total = 0.0
+    if dp > 1:
+        layer_local = spec.layer_params() / tp
+        colls = O.dp_collectives(sharding=layout.sharding, local_params=local, layer_params_local=layer_local,
+                                 n_layers_local=stage_layers, microbatches=m, precision=layout.precision)
+        ov = cal.overlap.value
+        bwd_mb = stage_layers * (cb + mbw) / eta
+        fwd_mb = stage_layers * (cf + mf) / eta
+        if layout.sharding in ("ddp", "zero1"):
+            for c in colls:
+                t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dp, level=lvl,
+                                    ranks_per_node=rpn)
+                dp_total += t
+                if c.phase == "bwd":  # bucketed, overlapped with the last micro-batch's backward
+                    dp_exposed += max(t - ov * bwd_mb, 0.05 * t)
+                else:
+                    dp_exposed += t
+        else:
+            per_unit_fwd = per_unit_bwd = 0.0
+            for c in colls:
+                t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dp, level=lvl,
+                                    ranks_per_node=rpn)
+                if c.phase == "fwd":
+                    per_unit_fwd += t
+                else:
+                    per_unit_bwd += t
+            per_layer_fwd = fwd_mb / max(stage_layers, 1)
+            per_layer_bwd = bwd_mb / max(stage_layers, 1)
+            exp_mb = (stage_layers * (max(per_unit_fwd - ov * per_layer_fwd, 0.0)
+                                      + max(per_unit_bwd - ov * per_layer_bwd, 0.0)) + per_unit_fwd)
+            dp_exposed = m * exp_mb
+            dp_total = m * stage_layers * (per_unit_fwd + per_unit_bwd)
+    exposed = m * (tp_stage + p2p) + dp_exposed
+    bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
+    return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
+                     overhead=cal.step_overhead_s.value, model_flops=model_f, hardware_flops=hw_f, memory=mem,
+                     microbatches=m, comm_total=m * (tp_stage + p2p) + dp_total)
+
+
+# ------------------------------------------------------------------------------ errors
+@lru_cache(maxsize=4)
+def _errors(path: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.exists():
+        return {}
+    try:
+        return json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]:
+    """(relative error at INTERVAL_LEVEL, where it came from) for this hardware."""
+    e = _errors(str(path or ERROR_FILE))
+    key = f"q{int(INTERVAL_LEVEL * 100)}"
+    hw = e.get("leave_one_hardware_out", {}).get("per_hardware", {}).get(hardware)
+    if hw and key in hw:
+        return float(hw[key]), f"leave-one-hardware-out held-out |error| {key} for {hardware} ({ERROR_FILE.name})"
+    ov = e.get("leave_one_hardware_out", {}).get("overall") or e.get("cross_validation", {}).get("overall")
+    if ov and key in ov:
+        return float(ov[key]), f"overall leave-one-hardware-out held-out |error| {key} ({ERROR_FILE.name}); " \
+                               f"{hardware} has no published training rows"
+    return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
+
+
+def framework_eta(path: Path | None = None) -> tuple[float, str]:
+    e = _errors(str(path or ERROR_FILE))
+    eta = e.get("framework_efficiency", {})
+    if "value" in eta:
+        return float(eta["value"]), str(eta.get("how", "fitted on the published training runs"))
+    return 1.0, "no fitted framework efficiency (eta = 1)"
+
+
+# ------------------------------------------------------------------------------ output
+@dataclass(frozen=True, kw_only=True)
+class Prediction:
+    hardware: str
+    accelerators: int
+    model: str
+    seq_len: int
+    global_batch: int
+    layout: Layout
+    step_time_s: float
+    breakdown_s: dict[str, float]
+    tokens_per_s: float
+    tokens_per_s_per_accelerator: float
+    mfu: float
+    hfu: float
+    memory: MemoryEstimate
+    interval: dict[str, Any]
+    calibration: dict[str, str]
+    tokens: float | None = None
+    time_to_train_s: float | None = None
+    accelerator_hours: float | None = None
+    pricing: str | None = None
+    usd_per_accelerator_hour: float | None = None
+    cost_usd: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    @property
+    def memory_per_accelerator_GiB(self) -> float:
+        return self.memory.total / GiB
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "hardware": self.hardware, "accelerators": self.accelerators, "model": self.model,
+            "seq_len": self.seq_len, "global_batch": self.global_batch,
+            "tokens_per_s": self.tokens_per_s, "tokens_per_s_per_accelerator": self.tokens_per_s_per_accelerator,
+            "step_time_s": self.step_time_s, "mfu": self.mfu, "hfu": self.hfu,
+            "memory_per_accelerator_GiB": self.memory_per_accelerator_GiB, "fits": self.fits,
+            "memory_GiB": self.memory.to_dict(), "layout": self.layout.to_dict(),
+            "breakdown_s": dict(self.breakdown_s), "interval": self.interval, "calibration": dict(self.calibration),
+        }
+        if self.tokens is not None:
+            out.update(tokens=self.tokens, time_to_train_s=self.time_to_train_s,
+                       accelerator_hours=self.accelerator_hours)
+        if self.cost_usd is not None:
+            out.update(pricing=self.pricing, usd_per_accelerator_hour=self.usd_per_accelerator_hour,
+                       cost_usd=self.cost_usd)
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+def cost_usd(*, accelerator_hours: float, usd_per_accelerator_hour: float) -> float:
+    """Cost of a training job: accelerator-hours x price per accelerator-hour (catalog node price / accelerators)."""
+    return accelerator_hours * usd_per_accelerator_hour
+
+
+def _interval(x: float, rel: float, inverse: bool = False) -> list[float]:
+    lo, hi = x / (1.0 + rel), x * (1.0 + rel)
+    return [hi, lo] if inverse else [lo, hi]
+
+
+def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardware: str, accelerators: int,
+                    global_batch: int, seq_len: int | None = None, tokens: float | None = None,
+                    usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
+                    attention: str = "flash", eta: float | None = None, error_path: Path | None = None,
+                    times: StepTimes | None = None) -> Prediction:
+    seq = seq_len or spec.seq_len
+    if layout.world != accelerators:
+        raise ModelInputError(f"layout: dp*tp*pp = {layout.world} != accelerators ({accelerators})")
+    eta_v, eta_src = (eta, "given") if eta is not None else framework_eta(error_path)
+    st = times or step_times(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention,
+                             eta=eta_v)
+    step = st.total
+    seqs = st.microbatches * layout.dp * layout.micro_batch
+    tps = seqs * seq / step
+    peak = cal.peak_flops(layout.precision) * accelerators
+    mfu = st.model_flops / (step * peak)
+    hfu = st.hardware_flops / (step * peak)
+    rel_v, rel_src = held_out_error(hardware, error_path)
+    rel = math.sqrt(rel_v ** 2 + cal.rel_sigma() ** 2)
+    interval = {"level": INTERVAL_LEVEL, "relative": rel,
+                "method": f"{rel_src}; combined in quadrature with calibration uncertainty "
+                          f"{cal.rel_sigma():.3f}",
+                "step_time_s": _interval(step, rel), "tokens_per_s": _interval(tps, rel, True),
+                "tokens_per_s_per_accelerator": _interval(tps / accelerators, rel, True),
+                "mfu": _interval(mfu, rel, True)}
+    ttt = acc_h = cost = None
+    if tokens is not None:
+        ttt = tokens / tps
+        acc_h = accelerators * ttt / 3600.0
+        interval["time_to_train_s"] = _interval(ttt, rel)
+        interval["accelerator_hours"] = _interval(acc_h, rel)
+        if usd_per_accelerator_hour is not None:
+            cost = cost_usd(accelerator_hours=acc_h, usd_per_accelerator_hour=usd_per_accelerator_hour)
+            interval["cost_usd"] = _interval(cost, rel)
+    notes = []
+    if global_batch % (layout.dp * layout.micro_batch):
+        notes.append(f"global batch {global_batch} is not a multiple of dp x micro_batch "
+                     f"({layout.dp * layout.micro_batch}): {seqs} sequences per step are computed")
+    calib = dict(cal.sources())
+    calib["framework_efficiency"] = f"eta = {eta_v:.3f} ({eta_src})"
+    return Prediction(
+        hardware=hardware, accelerators=accelerators, model=getattr(spec, "name", "custom"), seq_len=seq,
+        global_batch=global_batch, layout=layout, step_time_s=step,
+        breakdown_s={"compute": st.compute, "memory_bound": st.memory_bound, "exposed_comm": st.exposed_comm,
+                     "bubble": st.bubble, "overhead": st.overhead},
+        tokens_per_s=tps, tokens_per_s_per_accelerator=tps / accelerators, mfu=mfu, hfu=hfu, memory=st.memory,
+        interval=interval, calibration=calib, tokens=tokens, time_to_train_s=ttt, accelerator_hours=acc_h,
+        pricing=pricing if cost is not None else None,
+        usd_per_accelerator_hour=usd_per_accelerator_hour if cost is not None else None, cost_usd=cost,
+        notes=tuple(notes))
+
+
+# ------------------------------------------------------------------ generic (CPU) workloads
+def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precision: str = "fp32",
+                      recompute: bool = False) -> dict[str, float]:
+    """Step time of a GRU/MLP workload on one device: fwd + 2x bwd GEMMs and 3x element-wise traffic."""
+    e = 4.0 if precision == "fp32" else 2.0
+    comp = mem = 0.0
+    for op in spec.ops:
+        if op.kind == "gemm":
+            steps = op.sequential
+            m = op.m * batch // steps
+            t = 0.0
+            for (mm, nn, kk) in ((m, op.n, op.k), (m, op.k, op.n), (op.k, op.n, m)):
+                t += cal.gemm_time(max(mm, 1), max(nn, 1), max(kk, 1), precision, e) * steps
+            if recompute:
+                t += cal.gemm_time(max(m, 1), op.n, op.k, precision, e) * steps
+            comp += t
+        else:
+            nb = op.elements * batch * e * op.passes
+            mem += 3.0 * cal.memory_time(nb / op.sequential, 1.0) * op.sequential
+    opt = cal.memory_time(spec.params * 28.0, 4.0)
+    return {"compute": comp, "memory_bound": mem + opt, "exposed_comm": 0.0, "bubble": 0.0,
+            "overhead": cal.step_overhead_s.value}
+
+
+__all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error",
+           "framework_eta", "generic_step_time", "ERROR_FILE"]

@@ -1,0 +1,151 @@
+"""Layout search and the library entry points ``predict_job`` and ``search``.
+
+``search`` enumerates the layouts of :func:`hwmodels.predict.layout.enumerate_layouts`
+for one job on one node type, drops those that do not fit in memory, keeps
+for each (tp, pp, interleave, sharding, micro-batch) only the least
+recomputation that fits (more recomputation only adds time), prices the rest
+with the step model and returns them fastest first (and, with a price, the
+cheapest, which for one node type is the fastest: the accelerator count is
+fixed). ``search_all`` runs it for every node type of a catalog.
+
+Speed: the per-layer op costs are cached per (calibration, spec, tp,
+micro-batch, recompute); a layout then costs a few arithmetic operations
+(``benchmarks/predict_speed.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwmodels.errors import ModelInputError
+from hwmodels.predict.calibration import Calibration, KernelPoint, calibrate
+from hwmodels.predict.layout import Layout, enumerate_layouts
+from hwmodels.predict.predictor import Prediction, framework_eta, make_prediction, step_times
+from hwmodels.predict.spec import ModelSpec
+
+RECOMPUTE_ORDER = ("none", "selective", "full")
+DEFAULT_TOKENS_PER_BATCH = 4 * 1024 * 1024  # default global batch: ~4M tokens (GPT-3 175B used 3.2M, Llama 3 4-16M)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    best: Prediction | None
+    runners_up: tuple[Prediction, ...]
+    considered: int
+    fitting: int
+    cheapest: Prediction | None = None
+    smallest_memory: Any = None  # the least-memory layout when nothing fits: (Layout, MemoryEstimate)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"considered": self.considered, "fitting": self.fitting,
+                               "best": self.best.to_dict() if self.best else None,
+                               "runners_up": [p.to_dict() for p in self.runners_up]}
+        if self.cheapest is not None:
+            out["cheapest"] = self.cheapest.to_dict()
+        if self.best is None and self.smallest_memory is not None:
+            lay, mem = self.smallest_memory
+            out["smallest_memory"] = {"layout": lay.to_dict(), "memory_GiB": mem.to_dict()}
+        return out
+
+
+def default_global_batch(seq_len: int) -> int:
+    return max(1, DEFAULT_TOKENS_PER_BATCH // seq_len)
+
+
+def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: int, global_batch: int | None = None,
+           seq_len: int | None = None, precision: str = "bf16", tp: int | None = None, pp: int | None = None,
+           sharding: str | None = None, micro_batch: int | None = None, recompute: str | None = None,
+           tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
+           top: int = 5, eta: float | None = None, error_path: Path | None = None) -> SearchResult:
+    """Fastest fitting layouts for the job on one node type; fixed arguments are honoured."""
+    seq = seq_len or spec.seq_len
+    gb = global_batch or default_global_batch(seq)
+    eta_v = eta if eta is not None else framework_eta(error_path)[0]
+    scored: list[tuple[float, Layout, Any]] = []
+    considered = fitting = 0
+    best_mem = None
+    done: set[tuple] = set()
+    for lay in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
+                                 global_batch=gb, scale_up=cal.scale_up_size, precision=precision, tp=tp, pp=pp,
+                                 sharding=sharding, micro_batch=micro_batch, recompute=recompute):
+        considered += 1
+        key = (lay.tp, lay.pp, lay.interleave, lay.sharding, lay.micro_batch)
+        if recompute is None and key in done:
+            continue  # a lesser recompute already fits
+        mem_only = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v, memory_only=True)
+        if best_mem is None or mem_only.memory.total < best_mem[1].total:
+            best_mem = (lay, mem_only.memory)
+        if not mem_only.memory.fits:
+            continue
+        done.add(key)
+        fitting += 1
+        st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v)
+        scored.append((st.total / (st.microbatches * lay.dp * lay.micro_batch), lay, st))
+    if not scored:
+        return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem)
+    scored.sort(key=lambda x: x[0])
+    preds = [make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
+                             seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
+                             pricing=pricing, eta=eta_v, error_path=error_path, times=st)
+             for _, lay, st in scored[:top]]
+    return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
+                        cheapest=preds[0] if usd_per_accelerator_hour is not None else None)
+
+
+def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq_len: int | None = None,
+                micro_batch: int | None = None, global_batch: int | None = None, precision: str = "bf16",
+                sharding: str | None = None, tp: int | None = None, pp: int | None = None,
+                interleave: int = 1, activation_checkpointing: str | None = None, layout: str | None = None,
+                tokens: float | None = None, pricing: str | None = None, points: Iterable[KernelPoint] = (),
+                calibration: Calibration | None = None, eta: float | None = None,
+                error_path: Path | None = None, catalog: Any = None) -> Prediction | SearchResult:
+    """One job: a fixed layout when tp, pp, sharding, micro-batch and recompute are all given and
+    ``layout != "auto"``; else the layout search. ``hardware`` is a catalog id or a ``NodeType``.
+
+    Returns a :class:`Prediction` (fixed layout) or a :class:`SearchResult`.
+    The cost uses ``node.price_per_hour(pricing) / accelerators_per_node`` per accelerator-hour.
+    """
+    from hwmodels.predict.spec import parse_spec
+
+    node = hardware
+    if isinstance(hardware, str):
+        from hwmodels.catalog import default_catalog
+        node = (catalog or default_catalog()).get(hardware)
+    spec = parse_spec(model) if isinstance(model, str) else model
+    spec = spec.with_seq_len(seq_len)
+    if accelerators < 1:
+        raise ModelInputError(f"accelerators: must be >= 1, got {accelerators}")
+    cal = calibration or calibrate(node, points)
+    price = node.price_per_accelerator_hour(pricing) if pricing else None
+    seq = spec.seq_len
+    gb = global_batch or default_global_batch(seq)
+    fixed = (layout != "auto" and tp is not None and pp is not None and sharding is not None
+             and micro_batch is not None and activation_checkpointing is not None)
+    if fixed:
+        dp, rem = divmod(accelerators, tp * pp)
+        if rem:
+            raise ModelInputError(f"tp x pp ({tp} x {pp}) must divide accelerators ({accelerators})")
+        lay = Layout(dp=dp, tp=tp, pp=pp, interleave=interleave, micro_batch=micro_batch, sharding=sharding,
+                     recompute=activation_checkpointing, sequence_parallel=tp > 1, precision=precision)
+        return make_prediction(spec, cal, lay, hardware=node.id, accelerators=accelerators, global_batch=gb,
+                               seq_len=seq, tokens=tokens, usd_per_accelerator_hour=price, pricing=pricing, eta=eta,
+                               error_path=error_path)
+    return search(spec, cal, hardware=node.id, accelerators=accelerators, global_batch=gb, seq_len=seq,
+                  precision=precision, tp=tp, pp=pp, sharding=sharding, micro_batch=micro_batch,
+                  recompute=activation_checkpointing, tokens=tokens, usd_per_accelerator_hour=price,
+                  pricing=pricing, eta=eta, error_path=error_path)
+
+
+def search_all(spec: ModelSpec, catalog: Iterable[Any], *, accelerators: int, **kw: Any) -> dict[str, SearchResult]:
+    """:func:`search` on every node type of ``catalog`` (CPU nodes included)."""
+    out = {}
+    for node in catalog:
+        cal = calibrate(node)
+        out[node.id] = search(spec, cal, hardware=node.id, accelerators=accelerators, **kw)
+    return out
+
+
+__all__ = ["search", "search_all", "predict_job", "SearchResult", "default_global_batch"]
