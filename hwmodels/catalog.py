@@ -57,7 +57,11 @@ network (DCN) beyond the slice.
 
 Prices are dated: ``as_of`` is parsed (:func:`parse_as_of`);
 :meth:`Price.age_months` and :meth:`Price.stale` (older than
-``STALE_MONTHS`` = 12 months) let reports flag old prices.
+``STALE_MONTHS`` = 12 months) let reports flag old prices. A buyer's own
+quotes replace catalog prices through :mod:`hwmodels.prices`
+(``load_quotes`` / ``apply_quotes``). :func:`check_catalog` validates every
+file on its own (also: file name = id, no price dated in the future) for
+``hweval catalog check``.
 
 On-prem hourly price (Barroso, Hölzle & Ranganathan, *The Datacenter as a
 Computer*, 3rd ed., 2018, ch. 6 "Modeling costs": capital cost amortized over
@@ -79,7 +83,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ModelInputError, choices_error
-from hwmodels.units import HOURS_PER_YEAR, split_unit, to_si
+from hwmodels.units import HOURS_PER_YEAR, to_si
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 KINDS = ("cpu", "gpu", "tpu", "accelerator")
