@@ -272,7 +272,8 @@ class Store:
                 good.append(p)
                 continue
             damaged.append(self._handle_damaged(p, reason, quarantine=quarantine))
-        cache.save()
+        if quarantine:  # a pure report (check) writes nothing, not even the cache
+            cache.save()
         tmp_stale, tmp_fresh = self._tmp_files(tmp_grace_s)
         return StoreScan(store=self.path, parts=good, damaged=damaged, stale_tmp=tmp_stale, fresh_tmp=tmp_fresh,
                          quarantined=self.quarantined())
