@@ -31,6 +31,8 @@ class Layout:
     recompute: str = "none"
     sequence_parallel: bool = False
     precision: str = "bf16"
+    hybrid_shard: bool = False  # shard (zero1/2/3) inside the scale-up domain only, replicate across (HSDP,
+    # FSDP HYBRID_SHARD; MaxText multi-slice: ici_fsdp x dcn_data_parallelism)
 
     def __post_init__(self) -> None:
         for f in ("dp", "tp", "pp", "interleave", "micro_batch"):
@@ -49,6 +51,15 @@ class Layout:
     @property
     def world(self) -> int:
         return self.dp * self.tp * self.pp
+
+    def shard_degree(self, scale_up: int) -> int:
+        """Ranks the sharded state is split over: dp, or with hybrid_shard the dp ranks inside one domain."""
+        if not self.hybrid_shard:
+            return self.dp
+        inside = max(1, scale_up // self.tp)
+        while self.dp % inside:
+            inside -= 1
+        return min(self.dp, inside)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -120,12 +131,15 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
             stage_layers = -(-n_layers // p)
             vs = [1] if p == 1 else [v for v in (1, 2, 4) if stage_layers % v == 0 and stage_layers // v >= 1]
             rcs = [recompute] if recompute else list(RECOMPUTE)
+            hybrids = [False, True] if t * dp > scale_up else [False]
             for v in vs:
                 for sh in shards:
-                    for mb in mbs:
-                        for rc in rcs:
-                            yield Layout(dp=dp, tp=t, pp=p, interleave=v, micro_batch=mb, sharding=sh,
-                                         recompute=rc, sequence_parallel=t > 1, precision=precision)
+                    for hy in (hybrids if sh in ("zero1", "shard_grad_op", "full_shard") else [False]):
+                        for mb in mbs:
+                            for rc in rcs:
+                                yield Layout(dp=dp, tp=t, pp=p, interleave=v, micro_batch=mb, sharding=sh,
+                                             recompute=rc, sequence_parallel=t > 1, precision=precision,
+                                             hybrid_shard=hy)
 
 
 __all__ = ["Layout", "placement", "enumerate_layouts", "group_level", "divisors", "PRECISIONS"]

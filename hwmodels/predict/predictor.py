@@ -11,10 +11,11 @@ Step model (per optimizer step, on the slowest pipeline stage)::
     bubble    = (pp - 1) / v x t_stage        (1F1B with v interleaved chunks: Narayanan 2021, section 2.2)
     overhead  = the calibration's fixed per-step overhead
 
-with ``m = ceil(global_batch / (dp x micro_batch))`` micro-batches per step and
-``eta`` the framework efficiency (1 unless the validation fitted one: the
-share of time no op model accounts for; its value and how it was fitted are
-in ``data/reference/predictor_error.json``).
+with ``m = ceil(global_batch / (dp x micro_batch))`` micro-batches per step,
+``eta`` the framework efficiency on compute and memory time and ``comm_eff``
+the achieved fraction of the calibrated collective bandwidth (both 1 unless
+the validation fitted them: the share of time no op model accounts for; the
+values and how they were fitted are in ``data/reference/predictor_error.json``).
 
 MFU (PaLM, Chowdhery et al. 2022, appendix B): model FLOPs per step (6 N +
 12 L T d per token) / (step time x accelerators x dense datasheet peak of the
@@ -110,13 +111,19 @@ def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: i
 
 
 def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
-               attention: str = "flash", eta: float = 1.0, memory_only: bool = False) -> StepTimes:
-    """The step model of the module docstring for one layout."""
+               attention: str = "flash", eta: float = 1.0, comm_eff: float = 1.0,
+               memory_only: bool = False) -> StepTimes:
+    """The step model of the module docstring for one layout.
+
+    ``eta`` divides compute and memory-bound time, ``comm_eff`` every collective's time (both 1 = the
+    calibrated rates as they are; the validation fits them per framework family).
+    """
     seq = seq_len or spec.seq_len
     L, tp, pp, dp, v, mbs = spec.n_layers, layout.tp, layout.pp, layout.dp, layout.interleave, layout.micro_batch
     m = -(-global_batch // (dp * mbs))
+    dps = layout.shard_degree(cal.scale_up_size)  # ranks the state is sharded over
     mem = estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=layout.precision,
-                   sharding=layout.sharding, dp=dp, tp=tp, pp=pp, micro_batch=mbs, seq_len=seq,
+                   sharding=layout.sharding, dp=dps, tp=tp, pp=pp, micro_batch=mbs, seq_len=seq,
                    recompute=layout.recompute, sp=layout.sequence_parallel, flash=attention == "flash",
                    microbatches=m, interleave=v)
     model_f, hw_f = O.step_flops(spec, seq_len=seq, sequences=m * dp * mbs, recompute=layout.recompute)
@@ -129,26 +136,37 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     stage_layers = -(-L // pp)
     c_stage = (stage_layers * (cf + cb) + hf + hb) / eta
     m_stage = (stage_layers * (mf + mbw) + hmf + hmb) / eta
-    tp_stage = stage_layers * tpc
+    tp_stage = stage_layers * tpc / comm_eff
     place = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)
     # pipeline p2p: activations t d e (/tp with the scatter/gather optimisation), fwd and bwd, per chunk boundary
     p2p = 0.0
     if pp > 1:
         size = mbs * seq * spec.d_model * O.dtype_bytes(layout.precision) / tp
         lvl, rpn = place["pp"]
-        p2p = 2.0 * v * collective_time(cal, kind="send_recv", size_bytes=size, ranks=2, level=lvl, ranks_per_node=rpn)
+        p2p = 2.0 * v * collective_time(cal, kind="send_recv", size_bytes=size, ranks=2, level=lvl,
+                                        ranks_per_node=rpn) / comm_eff
     t_stage = c_stage + m_stage + tp_stage + p2p
     compute = m * c_stage
     memory = m * m_stage
     # optimizer step on the local (sharded) optimizer state
     local = spec.n_params() / (tp * pp)
-    opt_params = local / dp if layout.sharding in ("zero1", "shard_grad_op", "full_shard") else local
+    opt_params = local / dps if layout.sharding in ("zero1", "shard_grad_op", "full_shard") else local
     opt = O.optimizer_op(opt_params, layout.precision)
     memory += cal.memory_time(opt.nbytes, opt.launches) / eta
     # data-parallel collectives
     lvl, rpn = place["dp"]
+    if dps < dp:  # hybrid: the sharded collectives stay inside the domain
+        lvl, rpn = placement(Layout(dp=dps, tp=tp), scale_up=cal.scale_up_size,
+                             accelerators_per_node=cal.accelerators_per_node)["dp"]
     dp_exposed = dp_total = 0.0
-    if dp > 1:
+    if dps < dp:
+        # replicas all-reduce their shard of the fp32 gradients once per step across domains, under the last backward
+        t = collective_time(cal, kind="all_reduce", size_bytes=local / dps * O.GRAD_REDUCE_BYTES, ranks=dp // dps,
+                            level="inter", ranks_per_node=1) / comm_eff
+        bwd_last = stage_layers * (cb + mbw) / eta
+        dp_total += t
+        dp_exposed += max(t - cal.overlap.value * bwd_last, 0.05 * t)
+    if dps > 1:
         layer_local = spec.layer_params() / tp
         colls = O.dp_collectives(sharding=layout.sharding, local_params=local, layer_params_local=layer_local,
                                  n_layers_local=stage_layers, microbatches=m, precision=layout.precision)
@@ -157,8 +175,8 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         fwd_mb = stage_layers * (cf + mf) / eta
         if layout.sharding in ("ddp", "zero1"):
             for c in colls:
-                t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dp, level=lvl,
-                                    ranks_per_node=rpn)
+                t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dps, level=lvl,
+                                    ranks_per_node=rpn) / comm_eff
                 dp_total += t
                 if c.phase == "bwd":  # bucketed, overlapped with the last micro-batch's backward
                     dp_exposed += max(t - ov * bwd_mb, 0.05 * t)
@@ -167,8 +185,8 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         else:
             per_unit_fwd = per_unit_bwd = 0.0
             for c in colls:
-                t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dp, level=lvl,
-                                    ranks_per_node=rpn)
+                t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dps, level=lvl,
+                                    ranks_per_node=rpn) / comm_eff
                 if c.phase == "fwd":
                     per_unit_fwd += t
                 else:
@@ -177,8 +195,8 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
             per_layer_bwd = bwd_mb / max(stage_layers, 1)
             exp_mb = (stage_layers * (max(per_unit_fwd - ov * per_layer_fwd, 0.0)
                                       + max(per_unit_bwd - ov * per_layer_bwd, 0.0)) + per_unit_fwd)
-            dp_exposed = m * exp_mb
-            dp_total = m * stage_layers * (per_unit_fwd + per_unit_bwd)
+            dp_exposed += m * exp_mb
+            dp_total += m * stage_layers * (per_unit_fwd + per_unit_bwd)
     exposed = m * (tp_stage + p2p) + dp_exposed
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
@@ -212,12 +230,16 @@ def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]
     return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
 
 
-def framework_eta(path: Path | None = None) -> tuple[float, str]:
+def framework_eta(path: Path | None = None, family: str | None = None) -> tuple[float, float, str]:
+    """(eta, comm_eff, how): fitted on all published rows (of ``family`` when given and fitted)."""
     e = _errors(str(path or ERROR_FILE))
-    eta = e.get("framework_efficiency", {})
-    if "value" in eta:
-        return float(eta["value"]), str(eta.get("how", "fitted on the published training runs"))
-    return 1.0, "no fitted framework efficiency (eta = 1)"
+    fe = e.get("framework_efficiency", {})
+    fam = fe.get("per_family", {}).get(family) if family else None
+    if fam:
+        return float(fam["eta"]), float(fam["comm_eff"]), f"fitted on the {family} rows of the validation"
+    if "eta" in fe:
+        return float(fe["eta"]), float(fe.get("comm_eff", 1.0)), str(fe.get("how", "fitted on the published runs"))
+    return 1.0, 1.0, "no fitted framework efficiency (eta = comm_eff = 1)"
 
 
 # ------------------------------------------------------------------------------ output
@@ -288,14 +310,18 @@ def _interval(x: float, rel: float, inverse: bool = False) -> list[float]:
 def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardware: str, accelerators: int,
                     global_batch: int, seq_len: int | None = None, tokens: float | None = None,
                     usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
-                    attention: str = "flash", eta: float | None = None, error_path: Path | None = None,
-                    times: StepTimes | None = None) -> Prediction:
+                    attention: str = "flash", eta: float | None = None, comm_eff: float | None = None,
+                    error_path: Path | None = None, times: StepTimes | None = None) -> Prediction:
     seq = seq_len or spec.seq_len
     if layout.world != accelerators:
         raise ModelInputError(f"layout: dp*tp*pp = {layout.world} != accelerators ({accelerators})")
-    eta_v, eta_src = (eta, "given") if eta is not None else framework_eta(error_path)
+    f_eta, f_comm, eta_src = framework_eta(error_path)
+    eta_v = eta if eta is not None else f_eta
+    comm_v = comm_eff if comm_eff is not None else f_comm
+    if eta is not None:
+        eta_src = "given"
     st = times or step_times(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention,
-                             eta=eta_v)
+                             eta=eta_v, comm_eff=comm_v)
     step = st.total
     seqs = st.microbatches * layout.dp * layout.micro_batch
     tps = seqs * seq / step
@@ -324,7 +350,7 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
         notes.append(f"global batch {global_batch} is not a multiple of dp x micro_batch "
                      f"({layout.dp * layout.micro_batch}): {seqs} sequences per step are computed")
     calib = dict(cal.sources())
-    calib["framework_efficiency"] = f"eta = {eta_v:.3f} ({eta_src})"
+    calib["framework_efficiency"] = f"eta = {eta_v:.3f}, comm_eff = {comm_v:.3f} ({eta_src})"
     return Prediction(
         hardware=hardware, accelerators=accelerators, model=getattr(spec, "name", "custom"), seq_len=seq,
         global_batch=global_batch, layout=layout, step_time_s=step,

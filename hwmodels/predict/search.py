@@ -59,11 +59,14 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            seq_len: int | None = None, precision: str = "bf16", tp: int | None = None, pp: int | None = None,
            sharding: str | None = None, micro_batch: int | None = None, recompute: str | None = None,
            tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
-           top: int = 5, eta: float | None = None, error_path: Path | None = None) -> SearchResult:
+           top: int = 5, eta: float | None = None, comm_eff: float | None = None,
+           error_path: Path | None = None) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured."""
     seq = seq_len or spec.seq_len
     gb = global_batch or default_global_batch(seq)
-    eta_v = eta if eta is not None else framework_eta(error_path)[0]
+    f_eta, f_comm, _ = framework_eta(error_path)
+    eta_v = eta if eta is not None else f_eta
+    comm_v = comm_eff if comm_eff is not None else f_comm
     scored: list[tuple[float, Layout, Any]] = []
     considered = fitting = 0
     best_mem = None
@@ -82,14 +85,14 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
             continue
         done.add(key)
         fitting += 1
-        st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v)
+        st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v, comm_eff=comm_v)
         scored.append((st.total / (st.microbatches * lay.dp * lay.micro_batch), lay, st))
     if not scored:
         return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem)
     scored.sort(key=lambda x: x[0])
     preds = [make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
                              seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
-                             pricing=pricing, eta=eta_v, error_path=error_path, times=st)
+                             pricing=pricing, eta=eta_v, comm_eff=comm_v, error_path=error_path, times=st)
              for _, lay, st in scored[:top]]
     return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
                         cheapest=preds[0] if usd_per_accelerator_hour is not None else None)
