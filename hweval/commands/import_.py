@@ -25,6 +25,18 @@ from hweval.commands.common import echo_json, open_store, store_option
 from hwcore.errors import InputError
 
 
+def _check_node(node_id: str | None) -> None:
+    if node_id is None:
+        return
+    from hwmodels.catalog import default_catalog
+    from hwmodels.errors import ModelInputError
+
+    try:
+        default_catalog().get(node_id)
+    except ModelInputError as exc:
+        raise InputError(f"--node: {exc}") from None
+
+
 @click.group("import")
 def import_() -> None:
     """Import nccl-tests logs or MLPerf Training results into the store."""
@@ -45,14 +57,7 @@ def nccl_tests_cmd(logs, node_id, collective, ranks, as_json, store_path) -> Non
     from hweval.importers import nccl_tests as NT
     from hwcore.store import new_run_id
 
-    if node_id is not None:
-        from hwmodels.catalog import default_catalog
-        from hwmodels.errors import ModelInputError
-
-        try:
-            default_catalog().get(node_id)
-        except ModelInputError as exc:
-            raise InputError(f"--node: {exc}") from None
+    _check_node(node_id)
     store = open_store(store_path, write=True)
     parsed = []
     for path in logs:
@@ -82,17 +87,20 @@ def nccl_tests_cmd(logs, node_id, collective, ranks, as_json, store_path) -> Non
 
 @import_.command("mlperf")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--node", "node_id", default=None, help="Catalog node id of the system (default: matched from the "
+              "system description's accelerator_model_name).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @store_option
-def mlperf_cmd(paths, as_json, store_path) -> None:
+def mlperf_cmd(paths, node_id, as_json, store_path) -> None:
     """Import MLPerf Training result logs and system description JSON."""
     from hweval.importers import mlperf as ML
     from hwcore.store import new_run_id
 
+    _check_node(node_id)
     store = open_store(store_path, write=True)
     runs, systems = ML.parse_all(list(paths))
     run_id = new_run_id()
-    records, warnings = ML.to_records(runs, systems, run_id=run_id)
+    records, warnings = ML.to_records(runs, systems, run_id=run_id, node_id=node_id)
     for w in warnings:
         click.echo(f"hweval: warning: {w}", err=True)
     part = store.append(records)

@@ -259,8 +259,35 @@ def parse_all(paths: list[str]) -> tuple[list[MlperfRun], dict[str, SystemDesc]]
     return runs, descs
 
 
-def to_records(runs: list[MlperfRun], systems: dict[str, SystemDesc], *, run_id: str = "") -> tuple[list[Any], list[str]]:
-    """One ``MlperfRecord`` per run plus one olympic-mean record per (system, benchmark); and warnings."""
+def _fingerprint(platform: str | None, sysd: SystemDesc | None) -> dict[str, Any]:
+    """The measured system as the submission describes it (never this machine's fingerprint)."""
+    f = dict(sysd.fields) if sysd else {}
+    return {"imported": True, "importer": IMPORTER, "system": platform,
+            "gpus": [{"name": f["accelerator_model_name"]}] if f.get("accelerator_model_name") else [],
+            "accelerators": sysd.accelerators if sysd else None}
+
+
+def match_node_id(sysd: SystemDesc | None) -> str | None:
+    """The catalog node whose ``gpu_name_contains`` matches ``accelerator_model_name`` (hyphens read as spaces too)."""
+    name = str((sysd.fields if sysd else {}).get("accelerator_model_name") or "")
+    if not name:
+        return None
+    from hwmodels.catalog import match_node
+
+    for cand in (name, name.replace("-", " ")):
+        node = match_node({"gpus": [{"name": cand}]})
+        if node is not None:
+            return node.id
+    return None
+
+
+def to_records(runs: list[MlperfRun], systems: dict[str, SystemDesc], *, run_id: str = "",
+               node_id: str | None = None) -> tuple[list[Any], list[str]]:
+    """One ``MlperfRecord`` per run plus one olympic-mean record per (system, benchmark); and warnings.
+
+    ``node_id``: the catalog node of every system (default: matched from each
+    system description's ``accelerator_model_name``).
+    """
     from hwcore.records import MlperfRecord
 
     recs, warnings = [], []
@@ -283,6 +310,7 @@ def to_records(runs: list[MlperfRun], systems: dict[str, SystemDesc], *, run_id:
             time_to_train_s=r.time_to_train_s if r.converged else None, global_batch_size=r.global_batch_size,
             seed=r.seed, eval_curve=curve, run_status=r.run_status,
             provenance=r.source.provenance(IMPORTER, VERSION, r.start_line), status=status, error=err,
+            fingerprint=_fingerprint(r.platform, sysd), node_id=node_id or match_node_id(sysd),
             run_id=run_id).to_record())
     for (plat, bench), rs in sorted(groups.items()):
         om = olympic_mean([r.time_to_train_s if r.converged else None for r in rs])
@@ -299,5 +327,6 @@ def to_records(runs: list[MlperfRun], systems: dict[str, SystemDesc], *, run_id:
             provenance={"importer": IMPORTER, "importer_version": VERSION, "rules": RULES_SOURCE,
                         "sources": [{"source_path": r.source.path, "source_sha256": r.source.sha256} for r in rs]},
             status="ok" if om["valid"] else "failed", error=None if om["valid"] else om["reason"],
+            fingerprint=_fingerprint(plat, sysd), node_id=node_id or match_node_id(sysd),
             run_id=run_id).to_record())
     return recs, warnings

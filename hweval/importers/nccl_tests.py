@@ -152,7 +152,11 @@ def _wrong(tok: str, path: str, line: int) -> float | None:
 
 def _parse_row(toks: Sequence[str], has_root: bool | None, path: str, line: int) -> NcclRow:
     n = len(toks)
-    if has_root is None:
+    if has_root is None:  # no column header seen: infer from the row
+        if n not in (12, 13):
+            raise line_error(path, line, "a result row needs 13 columns (size count type redop root time algbw busbw "
+                                         "#wrong time algbw busbw #wrong), or 12 without root (nccl-tests before "
+                                         f"2019), found {n}")
         has_root = n == 13
     want = 13 if has_root else 12
     if n != want:
