@@ -46,9 +46,10 @@ def test_convergence_uncertainty_propagates():
     y = 30 * x**-0.3 + 1.5 + rng.normal(0, 0.01, x.size)
     conv = Convergence(family="power").fit(x, y)
     w = [WorkloadInput(node="h100-sxm", samples_per_s=(1000.0,))]
-    r = CostModel(catalog=CAT, modes=("on_demand",)).fit(w, convergence=conv, target=2.0)
+    # a single measurement with a negligible noise floor: all of the width is convergence uncertainty
+    r = CostModel(catalog=CAT, modes=("on_demand",), noise_floor_cv=1e-9).fit(w, convergence=conv, target=2.0)
     row = r.rows[0]
-    assert row["lo"] < row["cost_usd"] < row["hi"]  # all of the width is convergence uncertainty
+    assert row["lo"] < row["cost_usd"] < row["hi"]
     xt = conv.x_to_target(2.0, level=0.9)
     assert row["time_lo_s"] == pytest.approx(xt["lo"] / 1000.0, rel=0.05)
     unreachable = CostModel(catalog=CAT, modes=("on_demand",)).fit(w, convergence=conv, target=1.0)
@@ -115,3 +116,29 @@ def test_workload_csv_reports_bad_rows(tmp_path):
     q.write_text("gpu,samples_per_s\nh100-sxm,1\n")
     with pytest.raises(ModelInputError, match="no column 'node'.*columns present: gpu, samples_per_s"):
         read_workload_csv(str(q))
+
+
+@pytest.mark.parametrize("repeats", [1, 2, 3, 5])
+def test_mean_interval_coverage_on_simulated_data(repeats):
+    """Nominal 90% -> 85-95% coverage of the true mean, log-normal noise at the stated floor CV;
+    1-2 repeats use the floor (no t with 1 dof), 3+ the repeats' own spread."""
+    from hwmodels.cost import mean_interval
+
+    rng = np.random.default_rng(repeats)
+    cv, truth, n, hits, widths = 0.05, 1234.0, 2000, 0, []
+    sig = math.sqrt(math.log1p(cv**2))
+    for _ in range(n):
+        vals = truth * np.exp(rng.normal(0.0, sig, repeats))
+        mi = mean_interval(vals, 0.9, noise_floor_cv=cv)
+        hits += mi["lo"] <= truth <= mi["hi"]
+        widths.append(mi["lo"] / truth)
+    assert 0.85 <= hits / n <= 0.95
+    assert min(widths) > 0.5  # the lower bound never collapses toward zero
+
+
+def test_mean_interval_says_single_or_double():
+    from hwmodels.cost import mean_interval
+
+    assert mean_interval([100.0], noise_floor_cv=0.04)["how"].startswith("single measurement")
+    two = mean_interval([100.0, 300.0], noise_floor_cv=0.04)
+    assert two["how"].startswith("double measurement") and 150 < two["lo"] < two["hi"] < 200
