@@ -240,3 +240,18 @@ def test_fit_comms_raw_log_needs_ranks_when_absent(capsys):
     assert o["model"] == "alpha-beta" and "beta_bytes_per_s" in o and o["ranks"] == 16
     rc, _, err = run(capsys, "fit", "comms", str(DATA / "malformed_all_reduce_perf.log"))
     assert rc == 2 and "malformed_all_reduce_perf.log:6:" in err
+
+
+def test_mlperf_rank_prefixes_and_duplicate_events(tmp_path):
+    ev = lambda t, k, v=None, md=None: (f'[{t % 2}] :::MLLOG ' + json.dumps(
+        {"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME", "key": k, "value": v, "metadata": md or {}}))
+    lines = [ev(10, "submission_benchmark", "bert"), ev(1000, "run_start"), ev(1001, "run_start"),
+             ev(5000, "eval_accuracy", 0.72, {"epoch_num": 2030855}), ev(5001, "eval_accuracy", 0.72, {"epoch_num": 2030855}),
+             ev(9000, "run_stop", None, {"status": "success"}), ev(9003, "run_stop", None, {"status": "success"})]
+    p = tmp_path / "result_0.txt"
+    p.write_text("\n".join(lines) + "\n")
+    r = ML.parse_result(Source.read(p))
+    assert r.time_to_train_s == pytest.approx(8.0) and len(r.evals) == 1 and r.converged
+    p.write_text("\n".join(lines + [ev(9500, "run_start")]) + "\n")
+    with pytest.raises(InputError, match=r"result_0\.txt:8: run_start after run_stop"):
+        ML.parse_result(Source.read(p))

@@ -15,7 +15,13 @@ A result file is one run: the reference ``mlperf_logging`` package prints one
 * ``eval_accuracy`` with ``metadata.epoch_num`` and/or ``samples_count``: the
   eval curve.
 
-Lines without ``:::MLLOG`` (framework chatter) are skipped; a ``:::MLLOG`` line
+Lines without ``:::MLLOG`` (framework chatter) are skipped, and so is any
+prefix before the tag (``[0] :::MLLOG``, ``0: :::MLLOG``). When several ranks
+log the same events, the clock starts at the first ``run_start`` and stops at
+the first ``run_stop`` (the rules: "The clock may be stopped as soon as any
+part of the system determines target accuracy has been reached"), and repeated
+eval points are kept once; a ``run_start`` after a ``run_stop`` (two runs in
+one file) is an error. A ``:::MLLOG`` line
 whose JSON does not parse, or lacks ``key``/``time_ms``, is an error naming the
 file and line.
 
@@ -150,21 +156,24 @@ def parse_result(source: Source) -> MlperfRun:
         elif key == "seed":
             seed = val
         elif key == "run_start":
-            if start is not None:
-                raise line_error(path, lineno, "a second run_start: one result file holds one run "
+            if stop is not None:
+                raise line_error(path, lineno, "run_start after run_stop: one result file holds one run "
                                  "(split the file per run)")
-            start, start_line = float(t), lineno
+            if start is None or float(t) < start:  # several ranks may each log it: the clock starts at the first
+                start, start_line = float(t), lineno
         elif key == "run_stop":
-            stop = float(t)
-            status = md.get("status")
-            if status is not None and not isinstance(status, str):
-                raise line_error(path, lineno, f"run_stop: metadata.status must be a string, got {status!r}")
+            st = md.get("status")
+            if st is not None and not isinstance(st, str):
+                raise line_error(path, lineno, f"run_stop: metadata.status must be a string, got {st!r}")
+            if stop is None or float(t) < stop:  # the clock stops when any part of the system reaches the target
+                stop, status = float(t), st
         elif key == "eval_accuracy":
             v = _number(val, path, lineno, key)
             ep, sc = md.get("epoch_num"), md.get("samples_count")
             ep = None if ep is None else _number(ep, path, lineno, "eval_accuracy.metadata.epoch_num")
             sc = None if sc is None else _number(sc, path, lineno, "eval_accuracy.metadata.samples_count")
-            evals.append(EvalPoint(line=lineno, time_ms=float(t), value=v, epoch_num=ep, samples_count=sc))
+            if not any(e.value == v and e.epoch_num == ep and e.samples_count == sc for e in evals[-4:]):
+                evals.append(EvalPoint(line=lineno, time_ms=float(t), value=v, epoch_num=ep, samples_count=sc))
     if not seen:
         raise InputError(f"{path}: no ':::MLLOG' lines (not an MLPerf Training result log)")
     if start is None:
