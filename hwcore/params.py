@@ -194,8 +194,13 @@ class Str(Type):
     oneline: bool = False
     #: extra accepted values beside ``choices`` (e.g. ``""`` = automatic), listed in the error too
     also: tuple[str, ...] = ()
+    #: a regular expression the whole value must match, described by ``what`` (e.g. ``cpu, cuda or cuda:N``)
+    pattern: str | None = None
+    what: str = ""
 
     def describe(self) -> str:
+        if self.what:
+            return self.what
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in (*self.also, *self.choices))
         words = [w for w, on in (("non-empty", self.nonempty), ("one-line", self.oneline)) if on]
@@ -211,6 +216,8 @@ class Str(Type):
                 raise choices_error(field_name, raw, valid)
             return val
         if (self.nonempty and not val) or (self.oneline and any(c in raw for c in "\n\r")):
+            raise fail(field_name, self.describe(), raw)
+        if self.pattern is not None and not re.fullmatch(self.pattern, val) and val not in self.also:
             raise fail(field_name, self.describe(), raw)
         return val
 
@@ -304,6 +311,10 @@ def _finite_inside(value: Any, field_name: str) -> None:
             _finite_inside(v, f"{field_name}[{i}]")
 
 
+#: A torch device string.
+DEVICE = Str(pattern=r"cpu|cuda(:[0-9]+)?", what="a device: cpu, cuda or cuda:N")
+
+
 # -- building types ------------------------------------------------------------------------
 _SCALARS: dict[type, type[Type]] = {int: Int, float: Float, bool: Bool, str: Str}
 
@@ -317,7 +328,7 @@ def scalar(tp: type, **kw: Any) -> Type:
         kw.pop("choices", None)
         return Bool()
     if cls is Str:
-        kw = {k: v for k, v in kw.items() if k in ("choices", "nonempty", "oneline", "also")}
+        kw = {k: v for k, v in kw.items() if k in ("choices", "nonempty", "oneline", "also", "pattern", "what")}
         if kw.get("choices") is not None:
             kw["choices"] = tuple(kw["choices"])
     elif kw.get("choices") is not None:

@@ -34,20 +34,19 @@ Schema (see ``plans/quick.yaml`` for a worked example)::
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import io
 import itertools
 import json
+import os
 import re
-import tokenize
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hwcore import params as P
 from hwcore.errors import InputError
+from hweval.notebook_params import Parameter, check_cell, notebook_parameters, parse_parameters
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO / "notebooks"
@@ -64,74 +63,9 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 # -- notebook parameters ------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
-class Parameter:
-    """One entry of a notebook's ``parameters`` cell: ``name: type = default  # help``."""
-
-    name: str
-    annotation: str
-    default: Any
-    help: str = ""
-
-
-def _comments_by_line(src: str) -> dict[int, str]:
-    out: dict[int, str] = {}
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-            if tok.type == tokenize.COMMENT:
-                out[tok.start[0]] = tok.string.lstrip("#").strip()
-    except (tokenize.TokenError, IndentationError):
-        pass
-    return out
-
-
-def parse_parameters(source: str, *, where: str = "parameters cell") -> dict[str, Parameter]:
-    """Parse the source of a ``parameters`` cell into ``{name: Parameter}``.
-
-    Every statement must be an annotated assignment of a literal
-    (``batch_size: int = 8  # help``), so papermill can override it and the
-    plan validator can type-check overrides against the annotation.
-    """
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise InputError(f"{where}: syntax error at line {exc.lineno}: {exc.msg}") from exc
-    comments = _comments_by_line(source)
-    params: dict[str, Parameter] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue  # a docstring
-        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None):
-            raise InputError(f"{where}: line {node.lineno}: expected 'name: type = value  # help'")
-        name = node.target.id
-        try:
-            default = ast.literal_eval(node.value)
-        except ValueError as exc:
-            raise InputError(f"{where}: {name}: default must be a literal") from exc
-        annotation = ast.unparse(node.annotation)
-        _check_value(default, annotation, f"{where}: {name}")  # the default must fit its own type
-        params[name] = Parameter(name=name, annotation=annotation, default=default, help=comments.get(node.lineno, ""))
-    return params
-
-
-@lru_cache(maxsize=64)
-def _notebook_parameters_cached(path: str, mtime_ns: int) -> dict[str, Parameter]:
-    import jupytext
-
-    try:
-        nb = jupytext.read(path)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is bad input
-        raise InputError(f"{path}: cannot read notebook: {exc}") from exc
-    cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
-    if len(cells) != 1:
-        raise InputError(f"{path}: expected exactly one cell tagged 'parameters', found {len(cells)}")
-    return parse_parameters(cells[0].source, where=f"{path}: parameters cell")
-
-
-def notebook_parameters(path: str | Path) -> dict[str, Parameter]:
-    """The declared parameters of a jupytext notebook (``.py`` percent script or ``.ipynb``)."""
-    p = Path(path)
-    return _notebook_parameters_cached(str(p), p.stat().st_mtime_ns)
+# read with papermill's own inspection and typed by hwcore.params (see hweval.notebook_params)
+__all__ = ["Parameter", "notebook_parameters", "parse_parameters", "available_notebooks", "load_plan", "Plan",
+           "Cell", "Node", "make_cell_id"]
 
 
 def available_notebooks(notebooks_dir: Path) -> dict[str, Path]:
@@ -141,96 +75,8 @@ def available_notebooks(notebooks_dir: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(notebooks_dir.glob("*.py")) if not p.name.startswith("_")}
 
 
-# -- type checking against annotations --------------------------------------------------
 def _type_name(value: Any) -> str:
     return type(value).__name__
-
-
-def _check_value(value: Any, annotation: str, field: str) -> Any:
-    """Check ``value`` against a simple annotation (int, float, str, bool, list[T], dict[str, T], T | None)."""
-    try:
-        ann = ast.parse(annotation, mode="eval").body
-    except SyntaxError as exc:
-        raise InputError(f"{field}: cannot parse annotation {annotation!r}") from exc
-    return _check(value, ann, field)
-
-
-def _fail(field: str, expected: str, value: Any) -> InputError:
-    return InputError(f"{field}: expected {expected}, got {value!r}")
-
-
-def _check(value: Any, ann: ast.expr, field: str) -> Any:
-    text = ast.unparse(ann)
-    if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
-        options = []
-
-        def flatten(a: ast.expr) -> None:
-            if isinstance(a, ast.BinOp) and isinstance(a.op, ast.BitOr):
-                flatten(a.left)
-                flatten(a.right)
-            else:
-                options.append(a)
-
-        flatten(ann)
-        for opt in options:
-            try:
-                return _check(value, opt, field)
-            except InputError:
-                continue
-        raise _fail(field, text, value)
-    if isinstance(ann, ast.Constant) and ann.value is None:
-        if value is None:
-            return None
-        raise _fail(field, "None", value)
-    if isinstance(ann, ast.Name):
-        name = ann.id
-        if name == "Any" or name == "object":
-            return value
-        if name == "None":
-            if value is None:
-                return None
-            raise _fail(field, "None", value)
-        if name == "bool":
-            if isinstance(value, bool):
-                return value
-            raise _fail(field, "bool", value)
-        if name == "int":
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-            raise _fail(field, "int", value)
-        if name == "float":
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                return float(value)
-            raise _fail(field, "float", value)
-        if name == "str":
-            if isinstance(value, str):
-                return value
-            raise _fail(field, "str", value)
-        if name in ("list", "tuple"):
-            if isinstance(value, list | tuple):
-                return list(value)
-            raise _fail(field, "list", value)
-        if name == "dict":
-            if isinstance(value, dict):
-                return dict(value)
-            raise _fail(field, "dict", value)
-        raise InputError(f"{field}: unsupported parameter annotation {text!r}")
-    if isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name):
-        outer = ann.value.id
-        args = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
-        if outer in ("list", "tuple"):
-            if not isinstance(value, list | tuple):
-                raise _fail(field, text, value)
-            item = args[0]
-            return [_check(v, item, f"{field}[{i}]") for i, v in enumerate(value)]
-        if outer == "dict":
-            if not isinstance(value, dict):
-                raise _fail(field, text, value)
-            vt = args[1] if len(args) > 1 else ast.Name(id="Any")
-            return {str(k): _check(v, vt, f"{field}.{k}") for k, v in value.items()}
-        if outer == "Optional":
-            return None if value is None else _check(value, args[0], field)
-    raise InputError(f"{field}: unsupported parameter annotation {text!r}")
 
 
 # -- plan objects ----------------------------------------------------------------------
@@ -386,6 +232,13 @@ class Plan:
 
 
 # -- loading --------------------------------------------------------------------------
+#: A plan is a short hand-written file; anything bigger is not one.
+MAX_PLAN_BYTES = 1 << 20
+#: Set to 1 to let ``notebooks_dir`` point outside the project and the plan's own folder.
+ALLOW_EXTERNAL_NOTEBOOKS_ENV = "HWEVAL_ALLOW_EXTERNAL_NOTEBOOKS"
+TIMEOUT = P.Float(min=0, min_open=True, max=7 * 86400, unit="seconds")
+
+
 def _catalog_ids() -> list[str]:
     from hwmodels.catalog import default_catalog
 
@@ -395,6 +248,51 @@ def _catalog_ids() -> list[str]:
         raise InputError(f"catalog: {exc}") from exc
 
 
+def _plan_loader():  # -> type[yaml.SafeLoader]
+    import yaml
+
+    class PlanLoader(yaml.SafeLoader):
+        """``yaml.SafeLoader`` without aliases: ``*name`` is refused, so a tiny file cannot expand (no alias bomb)."""
+
+        def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, f"YAML alias *{event.anchor} is not allowed in a plan (write the value out)",
+                    event.start_mark)
+            return super().compose_node(parent, index)
+
+    return PlanLoader
+
+
+def _read_yaml(p: Path, label: str) -> Any:
+    """The plan file's YAML (aliases refused), or one ``InputError`` line for a file that is not one."""
+    import yaml
+
+    if not p.is_file():
+        raise InputError(f"--plan: {label}: no such file")
+    size = p.stat().st_size
+    if size > MAX_PLAN_BYTES:
+        raise InputError(f"{label}: {size} bytes; a plan is at most {MAX_PLAN_BYTES} bytes")
+    data = p.read_bytes()
+    if b"\0" in data:
+        at = data.index(b"\0")
+        raise InputError(f"{label}: a binary file (NUL byte at offset {at}), not a YAML plan")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{label}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    try:
+        return yaml.load(text, Loader=_plan_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"{label}: malformed YAML{at}: {problem}") from None
+    except RecursionError:
+        raise InputError(f"{label}: malformed YAML: nested too deeply") from None
+
+
 def _unknown_keys(where: str, got: Mapping[str, Any], allowed: set[str]) -> None:
     for key in got:
         if key not in allowed:
@@ -402,9 +300,7 @@ def _unknown_keys(where: str, got: Mapping[str, Any], allowed: set[str]) -> None
 
 
 def _timeout(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise InputError(f"{where}: expected a positive number of seconds, got {value!r}")
-    return float(value)
+    return TIMEOUT.parse(value, where, strict=True)
 
 
 def _validate_params(
@@ -421,164 +317,172 @@ def _validate_params(
         if key not in declared:
             valid = ", ".join(sorted(declared)) or "(none)"
             raise InputError(f"{where}.{key}: notebook {notebook} has no parameter {key!r}; valid choices: {valid}")
-        out[key] = _check_value(val, declared[key].annotation, f"{where}.{key}")
+        out[key] = declared[key].type.parse(val, f"{where}.{key}", strict=True)
     return out
 
 
-def load_plan(path: str | Path, *, catalog_ids: list[str] | None = None) -> Plan:
-    """Read and validate a plan; raises :class:`InputError` naming ``FILE: field`` on any problem."""
-    import yaml
+def _notebooks_dir(raw: Any, plan_path: Path, allow_external: bool) -> Path:
+    """``notebooks_dir`` resolved: inside the project or the plan's own folder unless explicitly allowed."""
+    if raw is None:
+        return NOTEBOOKS_DIR
+    if not isinstance(raw, str) or not raw.strip():
+        raise InputError(f"notebooks_dir: expected a directory path, got {raw!r}")
+    d = (plan_path.parent / raw).resolve()
+    roots = (REPO, plan_path.parent.resolve())
+    if not allow_external and not any(d == r or d.is_relative_to(r) for r in roots):
+        raise InputError(f"notebooks_dir: {raw!r} resolves to {d}, outside the project ({REPO}) and the plan's "
+                         f"folder; set {ALLOW_EXTERNAL_NOTEBOOKS_ENV}=1 to run notebooks from there")
+    if not d.is_dir():
+        raise InputError(f"notebooks_dir: {raw!r} is not a directory (relative to the plan file)")
+    return d
 
-    p = Path(path)
-    label = str(path)
-    if not p.is_file():
-        raise InputError(f"--plan: {label}: no such file")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"{label}: malformed YAML{at}: {problem}") from exc
-    if not isinstance(raw, dict):
-        raise InputError(f"{label}: expected a mapping at the top level, got {_type_name(raw)}")
 
-    def err(msg: str) -> InputError:
-        return InputError(f"{label}: {msg}")
-
-    try:
-        _unknown_keys("", raw, _TOP_KEYS)
-    except InputError as exc:
-        raise err(str(exc)) from exc
-
-    name = raw.get("name", p.stem)
-    if not isinstance(name, str) or not name or _SAFE.search(name):
-        raise err(f"name: expected a non-empty name of letters, digits, '_', '-', '.', got {name!r}")
-    description = raw.get("description", "") or ""
-    if not isinstance(description, str):
-        raise err(f"description: expected str, got {description!r}")
-
-    nb_dir_raw = raw.get("notebooks_dir")
-    if nb_dir_raw is None:
-        notebooks_dir = NOTEBOOKS_DIR
-    else:
-        if not isinstance(nb_dir_raw, str):
-            raise err(f"notebooks_dir: expected str, got {nb_dir_raw!r}")
-        notebooks_dir = (p.parent / nb_dir_raw).resolve()
-        if not notebooks_dir.is_dir():
-            raise err(f"notebooks_dir: {nb_dir_raw!r} is not a directory (relative to the plan file)")
-    notebooks = available_notebooks(notebooks_dir)
-
-    defaults = raw.get("defaults") or {}
-    if not isinstance(defaults, dict):
-        raise err(f"defaults: expected a mapping, got {defaults!r}")
-    try:
-        _unknown_keys("defaults", defaults, _DEFAULT_KEYS)
-    except InputError as exc:
-        raise err(str(exc)) from exc
-    default_timeout = _timeout(defaults["timeout_s"], f"{label}: defaults.timeout_s") if "timeout_s" in defaults else DEFAULT_TIMEOUT_S
-
-    # nodes
-    nodes_raw = raw.get("nodes")
+def _load_nodes(nodes_raw: Any, known: list[str]) -> list[Node]:
     if not isinstance(nodes_raw, list) or not nodes_raw:
-        raise err(f"nodes: expected a non-empty list of node entries, got {nodes_raw!r}")
-    known = catalog_ids if catalog_ids is not None else _catalog_ids()
+        raise InputError(f"nodes: expected a non-empty list of node entries, got {nodes_raw!r}")
     nodes: list[Node] = []
     for i, nraw in enumerate(nodes_raw):
         where = f"nodes[{i}]"
         if isinstance(nraw, str):
             nraw = {"id": nraw}
         if not isinstance(nraw, dict):
-            raise err(f"{where}: expected a mapping with 'id', got {nraw!r}")
-        try:
-            _unknown_keys(where, nraw, _NODE_KEYS)
-        except InputError as exc:
-            raise err(str(exc)) from exc
+            raise InputError(f"{where}: expected a mapping with 'id', got {nraw!r}")
+        _unknown_keys(where, nraw, _NODE_KEYS)
         nid = nraw.get("id")
         if not isinstance(nid, str):
-            raise err(f"{where}.id: expected str, got {nid!r}")
+            raise InputError(f"{where}.id: expected str, got {nid!r}")
         if nid not in known:
-            raise err(f"{where}.id: unknown node {nid!r} (not in the hardware catalog); valid choices: {', '.join(sorted(known))}")
+            raise InputError(f"{where}.id: unknown node {nid!r} (not in the hardware catalog); "
+                             f"valid choices: {', '.join(sorted(known))}")
         if any(n.id == nid for n in nodes):
-            raise err(f"{where}.id: node {nid!r} is listed twice")
+            raise InputError(f"{where}.id: node {nid!r} is listed twice")
         slurm = nraw.get("slurm") or {}
         if not isinstance(slurm, dict):
-            raise err(f"{where}.slurm: expected a mapping, got {slurm!r}")
-        local = nraw.get("local", "slurm" not in nraw)
-        if not isinstance(local, bool):
-            raise err(f"{where}.local: expected bool, got {local!r}")
-        desc = nraw.get("description", "") or ""
-        nodes.append(Node(id=nid, local=local, slurm=dict(slurm), description=str(desc)))
+            raise InputError(f"{where}.slurm: expected a mapping, got {slurm!r}")
+        local = P.Bool().parse(nraw.get("local", "slurm" not in nraw), f"{where}.local", strict=True)
+        desc = P.Str(oneline=True).parse(nraw.get("description", "") or "", f"{where}.description", strict=True)
+        nodes.append(Node(id=nid, local=local, slurm=dict(slurm), description=desc))
+    return nodes
+
+
+def _check_notebook(nb: Any, where: str, notebooks: Mapping[str, Path]) -> str:
+    if not isinstance(nb, str):
+        raise InputError(f"{where}: expected a notebook name, got {nb!r}")
+    nb = nb.removesuffix(".py").removesuffix(".ipynb")
+    if nb not in notebooks:
+        raise InputError(f"{where}: unknown notebook {nb!r}; valid choices: {', '.join(sorted(notebooks)) or '(none)'}")
+    return nb
+
+
+def _load_entry(eraw: Any, where: str, notebooks: Mapping[str, Path], nodes: list[Node],
+                default_timeout: float) -> MatrixEntry:
+    if not isinstance(eraw, dict):
+        raise InputError(f"{where}: expected a mapping with 'notebook', got {eraw!r}")
+    _unknown_keys(where, eraw, _ENTRY_KEYS)
+    nb = _check_notebook(eraw.get("notebook"), f"{where}.notebook", notebooks)
+    declared = notebook_parameters(notebooks[nb])
+    params = _validate_params(eraw.get("params"), declared, f"{where}.params", nb)
+    grid_raw = eraw.get("grid") or {}
+    if not isinstance(grid_raw, dict):
+        raise InputError(f"{where}.grid: expected a mapping of parameter: [values], got {grid_raw!r}")
+    grid: dict[str, list[Any]] = {}
+    for key, vals in grid_raw.items():
+        if not isinstance(vals, list) or not vals:
+            raise InputError(f"{where}.grid.{key}: expected a non-empty list of values, got {vals!r}")
+        if key in params:
+            raise InputError(f"{where}.grid.{key}: also set in {where}.params")
+        grid[key] = [_validate_params({key: v}, declared, f"{where}.grid", nb)[key] for v in vals]
     node_ids = [n.id for n in nodes]
+    enodes = eraw.get("nodes", node_ids)
+    if isinstance(enodes, str):
+        enodes = [enodes]
+    if not isinstance(enodes, list) or not enodes:
+        raise InputError(f"{where}.nodes: expected a non-empty list of node ids, got {enodes!r}")
+    for j, nid in enumerate(enodes):
+        if nid not in node_ids:
+            raise InputError(f"{where}.nodes[{j}]: unknown node {nid!r}; valid choices (the plan's nodes): "
+                             f"{', '.join(node_ids)}")
+    timeout_s = _timeout(eraw["timeout_s"], f"{where}.timeout_s") if "timeout_s" in eraw else default_timeout
+    entry = MatrixEntry(notebook=nb, nodes=tuple(enodes), params=params, grid=grid, timeout_s=timeout_s)
+    # every cell as its notebook will see it: workload knobs through the workload registry, sizes vs memory
+    local = {n.id: n.local for n in nodes}
+    keys = list(grid)
+    for combo in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
+        cell_params = {**params, **dict(zip(keys, combo, strict=True))}
+        at = f"{where}.params" if not keys else f"{where}.params (grid {dict(zip(keys, combo, strict=True))})"
+        for nid in entry.nodes:
+            try:
+                check_cell(declared, cell_params, where=f"{where}.params", node=nid, local=local[nid])
+            except InputError as exc:
+                msg = str(exc)
+                raise InputError(msg if not keys else f"{msg} [{at}]") from None
+    return entry
 
-    def check_notebook(nb: Any, where: str) -> str:
-        if not isinstance(nb, str):
-            raise err(f"{where}: expected a notebook name, got {nb!r}")
-        nb = nb.removesuffix(".py").removesuffix(".ipynb")
-        if nb not in notebooks:
-            raise err(f"{where}: unknown notebook {nb!r}; valid choices: {', '.join(sorted(notebooks)) or '(none)'}")
-        return nb
 
-    # matrix
+def _load_report(rraw: Any, notebooks: Mapping[str, Path], default_timeout: float) -> ReportSpec:
+    if isinstance(rraw, str):
+        rraw = {"notebook": rraw}
+    if not isinstance(rraw, dict):
+        raise InputError(f"report: expected a mapping with 'notebook', got {rraw!r}")
+    _unknown_keys("report", rraw, _REPORT_KEYS)
+    nb = _check_notebook(rraw.get("notebook"), "report.notebook", notebooks)
+    declared = notebook_parameters(notebooks[nb])
+    params = _validate_params(rraw.get("params"), declared, "report.params", nb, reserved=REPORT_INJECTED)
+    check_cell(declared, params, where="report.params")
+    timeout_s = _timeout(rraw["timeout_s"], "report.timeout_s") if "timeout_s" in rraw else default_timeout
+    return ReportSpec(notebook=nb, params=params, timeout_s=timeout_s)
+
+
+def load_plan(path: str | Path, *, catalog_ids: list[str] | None = None,
+              allow_external_notebooks: bool | None = None) -> Plan:
+    """Read and validate a plan; raises :class:`InputError` naming ``FILE: field`` on any problem.
+
+    Everything a cell will be given is checked here, before anything runs:
+    keys, notebooks, parameter types and ranges (:mod:`hwcore.params`),
+    workload knobs (the workload registry), kernel sizes against the node's
+    memory, node ids (the catalog). ``notebooks_dir`` must stay inside the
+    project or the plan's folder unless ``allow_external_notebooks`` (or
+    ``HWEVAL_ALLOW_EXTERNAL_NOTEBOOKS=1``).
+    """
+    p = Path(path)
+    label = str(path)
+    raw = _read_yaml(p, label)
+    if not isinstance(raw, dict):
+        raise InputError(f"{label}: expected a mapping at the top level, got {_type_name(raw)}")
+    if allow_external_notebooks is None:
+        allow_external_notebooks = os.environ.get(ALLOW_EXTERNAL_NOTEBOOKS_ENV, "") == "1"
+    try:
+        return _build_plan(p, raw, catalog_ids, allow_external_notebooks)
+    except InputError as exc:
+        msg = str(exc)
+        raise (exc if msg.startswith(label + ":") else InputError(f"{label}: {msg}")) from None
+
+
+def _build_plan(p: Path, raw: dict[str, Any], catalog_ids: list[str] | None, allow_external: bool) -> Plan:
+    _unknown_keys("", raw, _TOP_KEYS)
+    name = raw.get("name", p.stem)
+    if not isinstance(name, str) or not name or _SAFE.search(name):
+        raise InputError(f"name: expected a non-empty name of letters, digits, '_', '-', '.', got {name!r}")
+    description = P.Str(oneline=True).parse(raw.get("description", "") or "", "description", strict=True)
+    notebooks_dir = _notebooks_dir(raw.get("notebooks_dir"), p, allow_external)
+    notebooks = available_notebooks(notebooks_dir)
+
+    defaults = raw.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise InputError(f"defaults: expected a mapping, got {defaults!r}")
+    _unknown_keys("defaults", defaults, _DEFAULT_KEYS)
+    default_timeout = _timeout(defaults["timeout_s"], "defaults.timeout_s") if "timeout_s" in defaults \
+        else DEFAULT_TIMEOUT_S
+
+    nodes = _load_nodes(raw.get("nodes"), catalog_ids if catalog_ids is not None else _catalog_ids())
+
     matrix_raw = raw.get("matrix")
     if not isinstance(matrix_raw, list) or not matrix_raw:
-        raise err(f"matrix: expected a non-empty list of entries, got {matrix_raw!r}")
-    entries: list[MatrixEntry] = []
-    for i, eraw in enumerate(matrix_raw):
-        where = f"matrix[{i}]"
-        if not isinstance(eraw, dict):
-            raise err(f"{where}: expected a mapping with 'notebook', got {eraw!r}")
-        try:
-            _unknown_keys(where, eraw, _ENTRY_KEYS)
-            nb = check_notebook(eraw.get("notebook"), f"{where}.notebook")
-            declared = notebook_parameters(notebooks[nb])
-            params = _validate_params(eraw.get("params"), declared, f"{where}.params", nb)
-            grid_raw = eraw.get("grid") or {}
-            if not isinstance(grid_raw, dict):
-                raise InputError(f"{where}.grid: expected a mapping of parameter: [values], got {grid_raw!r}")
-            grid: dict[str, list[Any]] = {}
-            for key, vals in grid_raw.items():
-                if not isinstance(vals, list) or not vals:
-                    raise InputError(f"{where}.grid.{key}: expected a non-empty list of values, got {vals!r}")
-                if key in params:
-                    raise InputError(f"{where}.grid.{key}: also set in {where}.params")
-                grid[key] = [
-                    _validate_params({key: v}, declared, f"{where}.grid", nb)[key] for v in vals
-                ]
-            enodes = eraw.get("nodes", node_ids)
-            if isinstance(enodes, str):
-                enodes = [enodes]
-            if not isinstance(enodes, list) or not enodes:
-                raise InputError(f"{where}.nodes: expected a non-empty list of node ids, got {enodes!r}")
-            for j, nid in enumerate(enodes):
-                if nid not in node_ids:
-                    raise InputError(
-                        f"{where}.nodes[{j}]: unknown node {nid!r}; valid choices (the plan's nodes): {', '.join(node_ids)}"
-                    )
-            timeout_s = _timeout(eraw["timeout_s"], f"{where}.timeout_s") if "timeout_s" in eraw else default_timeout
-        except InputError as exc:
-            msg = str(exc)
-            raise (exc if msg.startswith(label + ":") else err(msg)) from None
-        entries.append(MatrixEntry(notebook=nb, nodes=tuple(enodes), params=params, grid=grid, timeout_s=timeout_s))
+        raise InputError(f"matrix: expected a non-empty list of entries, got {matrix_raw!r}")
+    entries = [_load_entry(e, f"matrix[{i}]", notebooks, nodes, default_timeout) for i, e in enumerate(matrix_raw)]
 
-    # report
-    report = None
     rraw = raw.get("report")
-    if rraw is not None:
-        if isinstance(rraw, str):
-            rraw = {"notebook": rraw}
-        if not isinstance(rraw, dict):
-            raise err(f"report: expected a mapping with 'notebook', got {rraw!r}")
-        try:
-            _unknown_keys("report", rraw, _REPORT_KEYS)
-            nb = check_notebook(rraw.get("notebook"), "report.notebook")
-            declared = notebook_parameters(notebooks[nb])
-            params = _validate_params(rraw.get("params"), declared, "report.params", nb, reserved=REPORT_INJECTED)
-            timeout_s = _timeout(rraw["timeout_s"], "report.timeout_s") if "timeout_s" in rraw else default_timeout
-        except InputError as exc:
-            msg = str(exc)
-            raise (exc if msg.startswith(label + ":") else err(msg)) from None
-        report = ReportSpec(notebook=nb, params=params, timeout_s=timeout_s)
+    report = _load_report(rraw, notebooks, default_timeout) if rraw is not None else None
 
     return Plan(
         path=p.resolve(),

@@ -1,3 +1,15 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 01 Node characterization: kernel sweeps -> fitted roofline
 #
@@ -9,13 +21,13 @@
 
 # %% tags=["parameters"]
 device: str = "cpu"  # device the kernels run on (cpu, cuda, cuda:N)
-gemm_sizes: list[int] = [256, 512, 1024]  # square GEMM sizes M=N=K
+gemm_sizes: list[int] = [256, 512, 1024]  # square GEMM sizes (M, N and K all equal this)
 gemm_dtypes: list[str] = ["fp32", "bf16"]  # GEMM dtypes (unsupported ones are skipped with a reason)
 stream_ops: list[str] = ["copy", "triad"]  # STREAM kernels: copy, scale, add, triad
 stream_sizes: list[int] = [65536, 1048576, 16777216]  # STREAM elements per array (L2 .. >4x LLC for fp64)
 warmup_ms: float = 20.0  # warm-up budget per measurement
 measure_ms: float = 200.0  # measurement budget per measurement
-node: str = ""  # catalog node id for datasheet ceilings ("" = match this machine)
+node: str = ""  # catalog node id for datasheet ceilings (empty: match this machine)
 
 # %%
 from IPython.display import display

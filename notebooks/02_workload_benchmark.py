@@ -1,3 +1,15 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 02 Workload benchmark: training throughput, MFU and step-time breakdown
 #
@@ -7,11 +19,11 @@
 
 # %% tags=["parameters"]
 workloads_list: list[str] = ["transformer_lm", "mlp_regressor"]  # workloads to train
-preset: str = "tiny"  # workload preset (tiny, small, medium; "" = defaults)
+preset: str = "tiny"  # workload preset (tiny, small, medium; empty: the defaults)
 workload_params: dict = {}  # extra parameters per workload name, e.g. {"transformer_lm": {"batch_size": 8}}
 max_steps: int = 40  # optimizer steps per run
 max_time_s: float = 120.0  # wall-time limit per run (status timeout past it)
-target_loss: float = 0.0  # eval-loss target (0 = each workload's default)
+target_loss: float = 0.0  # eval-loss target (0: each workload's default)
 
 # %%
 from IPython.display import display

@@ -1,3 +1,15 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 03 Scaling: collectives (alpha-beta) and N-process training (Amdahl / USL)
 #
@@ -11,7 +23,7 @@ collectives: list[str] = ["all_reduce"]  # collectives: all_reduce, all_gather, 
 world_size: int = 2  # processes for the collective sweeps
 sizes_bytes: list[int] = [1024, 65536, 1048576, 8388608]  # message sizes
 workload: str = "mlp_regressor"  # workload trained at each process count
-preset: str = "tiny"  # workload preset (tiny, small, medium; "" = defaults)
+preset: str = "tiny"  # workload preset (tiny, small, medium; empty: the defaults)
 workload_params: dict = {}  # extra workload parameters
 nprocs_list: list[int] = [1, 2]  # data-parallel process counts
 max_steps: int = 20  # optimizer steps per scaling run

@@ -1,3 +1,15 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 04 Convergence: loss curves -> steps and time to target with intervals
 #
@@ -9,9 +21,9 @@
 
 # %% tags=["parameters"]
 workload: str = "transformer_lm"  # workload to train
-preset: str = "tiny"  # workload preset (tiny, small, medium; "" = defaults)
+preset: str = "tiny"  # workload preset (tiny, small, medium; empty: the defaults)
 workload_params: dict = {}  # extra workload parameters
-target_loss: float = 0.0  # eval-loss target (0 = the workload's default)
+target_loss: float = 0.0  # eval-loss target (0: the workload's default)
 max_steps: int = 120  # optimizer steps (the fit extrapolates beyond them)
 max_time_s: float = 240.0  # wall-time limit
 level: float = 0.9  # confidence level of the time-to-target interval

@@ -1,3 +1,15 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
 # %% [markdown]
 # # 05 Procurement report: cost per convergence across catalog nodes
 #
@@ -9,14 +21,14 @@
 # writes one self-contained HTML report with PNG/SVG charts.
 
 # %% tags=["parameters"]
-plan_name: str = ""  # plan whose results are reported ("" = every result in the store)
+plan_name: str = ""  # plan whose results are reported (empty: every result in the store)
 report_dir: str = "out/report"  # where report.html and charts/ are written
-candidates: list[str] = []  # catalog node ids to compare ([] = the whole catalog)
+candidates: list[str] = []  # catalog node ids to compare (empty list: the whole catalog)
 pricing: list[str] = ["on_demand", "reserved", "spot", "on_prem"]  # pricing modes compared
 dtype: str = "bf16"  # dtype whose datasheet peak the projections use
 utilization: float = 0.35  # assumed MFU on nodes that were not measured (projection)
 utilization_range: list[float] = [0.2, 0.5]  # low/high MFU for the projection interval
-measured_node: str = ""  # catalog id of the measured machine ("" = match the fingerprint)
+measured_node: str = ""  # catalog id of the measured machine (empty: match the fingerprint)
 title: str = "hweval procurement report"  # report title
 
 # %%

@@ -22,7 +22,7 @@ lr: float = 0.1  # learning rate
 name: str = "x"  # a label
 sizes: list[int] = [1, 2]  # sizes
 flag: bool = False  # a switch
-note: str | None = None  # optional
+note: Optional[str] = None  # optional
 
 # %%
 print(batch_size)
@@ -65,8 +65,12 @@ def test_parse_parameters_types_and_help():
     assert params["b"].default == ["x"]
     with pytest.raises(InputError, match="expected 'name: type = value"):
         parse_parameters("a = 1\n")
-    with pytest.raises(InputError, match="expected int"):
+    with pytest.raises(InputError, match="expected an integer"):
         parse_parameters("a: int = 'x'\n")
+    with pytest.raises(InputError, match=r"line 1: papermill cannot read parameter 'a' \(its help comment contains '='\)"):
+        parse_parameters("a: int = 1  # x = y\n")
+    with pytest.raises(InputError, match="papermill cannot read parameter 'a'"):
+        parse_parameters("a: int | None = 1  # help\n")
 
 
 def test_good_plan_cells(tmp_path, nbdir):
@@ -93,12 +97,12 @@ BAD = {
     "unknown top key": (GOOD + "extra: 1\n", "extra: unknown key"),
     "unknown notebook": (GOOD.replace("notebook: tiny", "notebook: nope"), "matrix[0].notebook: unknown notebook 'nope'; valid choices: tiny"),
     "unknown parameter": (GOOD.replace("lr: 1", "lr: 1, bogus: 3"), "matrix[0].params.bogus: notebook tiny has no parameter 'bogus'"),
-    "wrong type": (GOOD.replace("batch_size: 4", "batch_size: abc"), "matrix[0].params.batch_size: expected int, got 'abc'"),
-    "wrong list item": (GOOD.replace("sizes: [3]", "sizes: [3, x]"), "matrix[0].params.sizes[1]: expected int, got 'x'"),
-    "wrong grid type": (GOOD.replace("flag: [true, false]", "flag: [true, 3]"), "matrix[0].grid.flag: expected bool, got 3"),
+    "wrong type": (GOOD.replace("batch_size: 4", "batch_size: abc"), "matrix[0].params.batch_size: expected an integer, got 'abc'"),
+    "wrong list item": (GOOD.replace("sizes: [3]", "sizes: [3, x]"), "matrix[0].params.sizes[1]: expected an integer, got 'x'"),
+    "wrong grid type": (GOOD.replace("flag: [true, false]", "flag: [true, 3]"), "matrix[0].grid.flag: expected a boolean (true/false), got 3"),
     "unknown catalog node": (GOOD.replace("id: h100-sxm", "id: h100-fake"), "nodes[1].id: unknown node 'h100-fake'"),
     "node not in plan": (GOOD.replace(f"nodes: [{NODE}]", "nodes: [mi300x]"), "matrix[0].nodes[0]: unknown node 'mi300x'"),
-    "bad timeout": (GOOD.replace("timeout_s: 30", "timeout_s: -1"), "matrix[0].timeout_s: expected a positive number"),
+    "bad timeout": (GOOD.replace("timeout_s: 30", "timeout_s: -1"), "matrix[0].timeout_s: expected a number of seconds in (0, 604800]"),
     "no matrix": ("nodes: [cpu-epyc-zen4-2c]\n", "matrix: expected a non-empty list"),
 }
 
