@@ -164,6 +164,8 @@ PUBLISHED_MATMUL_TFLOPS: dict[str, tuple[float, str]] = {
                              "silicon and clocks as the 80GB part"),
     "h100-sxm": (792.1, "mamf-finder results table, github.com/mag-/gpu_benchmark README 'Stats' "
                         "(NVIDIA H100 SXM 792.1 TFLOPS, 6144x17920x2816), read 2026-12"),
+    "h200-sxm": (792.1, "H100 SXM mamf-finder figure (github.com/mag-/gpu_benchmark README): H200 has the same GH100 "
+                        "die, SM count and clocks (NVIDIA H200 datasheet); only memory differs"),
     "mi300x": (758.3, "mamf-finder results table, github.com/mag-/gpu_benchmark README 'Stats' "
                       "(AMD MI300X 758.3 TFLOPS, 4352x13568x3840), read 2026-12"),
 }

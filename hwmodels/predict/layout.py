@@ -12,6 +12,7 @@ TPU), else it crosses the scale-out network (``inter``).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 from dataclasses import asdict, dataclass
 
 from hwmodels.errors import ModelInputError, choices_error
@@ -98,7 +99,7 @@ def divisors(n: int) -> list[int]:
 def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_batch: int, scale_up: int,
                       precision: str, tp: int | None = None, pp: int | None = None, sharding: str | None = None,
                       micro_batch: int | None = None, recompute: str | None = None,
-                      max_micro_batch: int = 32) -> Iterator[Layout]:
+                      max_micro_batch: int = 32, group_micro: bool = False) -> Iterator[Any]:
     """Every layout for the job; fixed fields are honoured, the rest enumerated.
 
     TP: powers of two dividing ``n_heads``, within the scale-up domain.
@@ -106,6 +107,8 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
     ceil(L/pp) layers), with 1, 2 or 4 interleaved chunks where the stage has enough layers.
     Micro-batch: powers of two up to ``max_micro_batch`` and the per-replica batch.
     Recompute is enumerated in order none, selective, full (the search keeps the least that fits).
+    ``group_micro=True`` yields, per (tp, pp, interleave, sharding, hybrid), the list of its layouts in
+    ascending micro-batch with ``recompute`` as given (the search walks recompute itself).
     """
     tps = [tp] if tp else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= scale_up and n_heads % t == 0
                            and accelerators % t == 0]
@@ -130,11 +133,16 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
                              | ({per_replica} if per_replica <= max_micro_batch else set()))
             stage_layers = -(-n_layers // p)
             vs = [1] if p == 1 else [v for v in (1, 2, 4) if stage_layers % v == 0 and stage_layers // v >= 1]
-            rcs = [recompute] if recompute else list(RECOMPUTE)
+            rcs = [recompute] if (recompute or group_micro) else list(RECOMPUTE)
             hybrids = [False, True] if t * dp > scale_up else [False]
             for v in vs:
                 for sh in shards:
                     for hy in (hybrids if sh in ("zero1", "shard_grad_op", "full_shard") else [False]):
+                        if group_micro:
+                            yield [Layout(dp=dp, tp=t, pp=p, interleave=v, micro_batch=mb, sharding=sh,
+                                          recompute=rcs[0] or "none", sequence_parallel=t > 1,
+                                          precision=precision, hybrid_shard=hy) for mb in mbs]
+                            continue
                         for mb in mbs:
                             for rc in rcs:
                                 yield Layout(dp=dp, tp=t, pp=p, interleave=v, micro_batch=mb, sharding=sh,

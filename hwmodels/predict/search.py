@@ -16,14 +16,14 @@ micro-batch, recompute); a layout then costs a few arithmetic operations
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from hwmodels.errors import ModelInputError
 from hwmodels.predict.calibration import Calibration, KernelPoint, calibrate
 from hwmodels.predict.layout import Layout, enumerate_layouts
-from hwmodels.predict.predictor import Prediction, framework_eta, make_prediction, step_times
+from hwmodels.predict.predictor import Prediction, _head_cost, _layer_cost, framework_eta, make_prediction, step_times
 from hwmodels.predict.spec import ModelSpec
 
 RECOMPUTE_ORDER = ("none", "selective", "full")
@@ -51,6 +51,31 @@ class SearchResult:
         return out
 
 
+def _memory(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int):
+    from hwmodels.predict.memory import estimate
+    dps = lay.shard_degree(cal.scale_up_size)
+    m = -(-gb // (lay.dp * lay.micro_batch))
+    return estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=lay.precision, sharding=lay.sharding,
+                    dp=dps, tp=lay.tp, pp=lay.pp, micro_batch=lay.micro_batch, seq_len=seq, recompute=lay.recompute,
+                    sp=lay.sequence_parallel, microbatches=m, interleave=lay.interleave)
+
+
+def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, eta: float,
+                 memo: dict) -> float:
+    """Seconds per sequence from compute and memory-bound time and the bubble alone (no communication)."""
+    key = (lay.tp, lay.micro_batch, lay.recompute, lay.sequence_parallel, lay.precision)
+    costs = memo.get(key)
+    if costs is None:
+        cf, cb, mf, mb, _, _ = _layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
+                                           lay.sequence_parallel, "flash", lay.precision)
+        hf, hb, hmf, hmb, _, _ = _head_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.precision)
+        costs = memo[key] = (cf + cb + mf + mb, hf + hb + hmf + hmb)
+    stage = (-(-spec.n_layers // lay.pp) * costs[0] + costs[1]) / eta
+    m = -(-gb // (lay.dp * lay.micro_batch))
+    t = stage * (m + ((lay.pp - 1) / lay.interleave if lay.pp > 1 else 0.0))
+    return t / (m * lay.dp * lay.micro_batch)
+
+
 def default_global_batch(seq_len: int) -> int:
     return max(1, DEFAULT_TOKENS_PER_BATCH // seq_len)
 
@@ -70,23 +95,44 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     scored: list[tuple[float, Layout, Any]] = []
     considered = fitting = 0
     best_mem = None
-    done: set[tuple] = set()
-    for lay in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
-                                 global_batch=gb, scale_up=cal.scale_up_size, precision=precision, tp=tp, pp=pp,
-                                 sharding=sharding, micro_batch=micro_batch, recompute=recompute):
-        considered += 1
-        key = (lay.tp, lay.pp, lay.interleave, lay.sharding, lay.micro_batch)
-        if recompute is None and key in done:
-            continue  # a lesser recompute already fits
-        mem_only = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v, memory_only=True)
-        if best_mem is None or mem_only.memory.total < best_mem[1].total:
-            best_mem = (lay, mem_only.memory)
-        if not mem_only.memory.fits:
-            continue
-        done.add(key)
-        fitting += 1
-        st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v, comm_eff=comm_v)
-        scored.append((st.total / (st.microbatches * lay.dp * lay.micro_batch), lay, st))
+    rcs = [recompute] if recompute else list(RECOMPUTE_ORDER)
+    pruned = 0
+    kth = float("inf")
+    memo: dict = {}
+    cap = cal.memory_capacity_bytes
+    for base in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
+                                  global_batch=gb, scale_up=cal.scale_up_size, precision=precision, tp=tp, pp=pp,
+                                  sharding=sharding, micro_batch=micro_batch, recompute=rcs[0], group_micro=True):
+        # base: the layouts of one (tp, pp, interleave, sharding, hybrid) in ascending micro-batch
+        for lay0 in base:
+            found = False
+            for rc in rcs:
+                considered += 1
+                lay = lay0 if rc == lay0.recompute else replace(lay0, recompute=rc)
+                bound = None
+                if len(scored) >= top:
+                    # compute-only lower bound per sequence: communication can only add to it
+                    bound = _lower_bound(spec, cal, lay, gb, seq, eta_v, memo)
+                    if bound >= kth:
+                        pruned += 1
+                        found = True  # cannot tell whether it fits; larger micro-batches may still be faster
+                        break
+                mem = _memory(spec, cal, lay, gb, seq)
+                if best_mem is None or mem.total < best_mem[1].total:
+                    best_mem = (lay, mem)
+                if mem.total > cap:
+                    continue
+                fitting += 1
+                found = True
+                st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v, comm_eff=comm_v)
+                scored.append((st.total / (st.microbatches * lay.dp * lay.micro_batch), lay, st))
+                if len(scored) >= top:
+                    scored.sort(key=lambda x: x[0])
+                    del scored[top:]
+                    kth = scored[-1][0]
+                break  # more recomputation only adds time
+            if not found:
+                break  # a larger micro-batch needs more memory still
     if not scored:
         return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem)
     scored.sort(key=lambda x: x[0])

@@ -96,6 +96,14 @@ class ModelSpec:
         return self.n_kv_heads * self.head_dim
 
     def layer_params(self) -> int:
+        c = self.__dict__.get("_layer_params")
+        if c is not None:
+            return c
+        c = self._layer_params_uncached()
+        self.__dict__["_layer_params"] = c  # frozen dataclass: cache outside the fields (the search calls this often)
+        return c
+
+    def _layer_params_uncached(self) -> int:
         d = self.d_model
         attn = 2 * d * self.q_dim + 2 * d * self.d_kv
         mlp = (3 if self.glu else 2) * d * self.ffn_dim
@@ -110,11 +118,23 @@ class ModelSpec:
 
     def n_params(self) -> int:
         """All weights: layers + embeddings (+ unembedding unless tied) + final norm."""
+        c = self.__dict__.get("_n_params")
+        if c is None:
+            c = self.__dict__["_n_params"] = self._n_params_uncached()
+        return c
+
+    def _n_params_uncached(self) -> int:
         final = (2 if self.norm == "layernorm" else 1) * self.d_model
         return self.n_layers * self.layer_params() + self.embedding_params() + final
 
     def matmul_params(self) -> int:
         """Weights a token is multiplied by (the N of 6N): layer GEMMs + the unembedding."""
+        c = self.__dict__.get("_matmul_params")
+        if c is None:
+            c = self.__dict__["_matmul_params"] = self._matmul_params_uncached()
+        return c
+
+    def _matmul_params_uncached(self) -> int:
         d = self.d_model
         per_layer = 2 * d * self.q_dim + 2 * d * self.d_kv + (3 if self.glu else 2) * d * self.ffn_dim
         return self.n_layers * per_layer + self.vocab * d
