@@ -512,21 +512,22 @@ class CommsModel:
             raise ModelInputError("comms.fit: sizes and times must be > 0")
         sel = (s >= self.min_size_bytes) & (s <= self.max_size_bytes)
         s, t = s[sel], t[sel]
-        sizes = np.unique(s)
+        sizes, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
         if sizes.size < 3 or s.size < 4:
             raise ModelInputError(f"comms.fit: needs at least 4 measurements at 3 distinct sizes, got {s.size} at "
                                   f"{sizes.size} (check min_size_bytes/max_size_bytes)")
-        t_geo = np.array([float(np.exp(np.mean(np.log(t[s == v])))) for v in sizes])
+        lt = np.log(t)
+        lt_geo = np.bincount(inverse, weights=lt) / counts  # replicates -> geometric mean per size
+        t_geo = np.exp(lt_geo)
         starts = _switch_points(sizes, t_geo) if self.regimes == "auto" else []
         bounds = [0, *starts, sizes.size]
         regimes = []
         rss_tot, dof_tot = 0.0, 0
         # replicates (in-place and out-of-place, repeated sweeps) are averaged per size first: they say
         # nothing about the curve's shape, so the regime's dof counts distinct sizes (module docstring)
-        lt_geo = np.log(t_geo)
-        within = [float(np.sum((np.log(t[s == v]) - lt_geo[i]) ** 2)) for i, v in enumerate(sizes)]
+        dev = lt - lt_geo[inverse]
         dof_within = int(s.size - sizes.size)
-        s2_within = float(sum(within) / dof_within) if dof_within > 0 else 0.0
+        s2_within = float(np.einsum("i,i->", dev, dev) / dof_within) if dof_within > 0 else 0.0
         for a, b in zip(bounds[:-1], bounds[1:]):
             theta, cov, rss, dof = _fit_regime(f * sizes[a:b], t_geo[a:b])
             regimes.append(Regime(lo_bytes=float(sizes[a]), hi_bytes=float(sizes[b - 1]), theta=theta, cov=cov,
