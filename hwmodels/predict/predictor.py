@@ -302,9 +302,9 @@ def cost_usd(*, accelerator_hours: float, usd_per_accelerator_hour: float) -> fl
     return accelerator_hours * usd_per_accelerator_hour
 
 
-def _interval(x: float, rel: float, inverse: bool = False) -> list[float]:
-    lo, hi = x / (1.0 + rel), x * (1.0 + rel)
-    return [hi, lo] if inverse else [lo, hi]
+def _interval(x: float, rel: float) -> list[float]:
+    """[lo, hi] = [x / (1 + rel), x (1 + rel)]: the held-out error is a ratio, symmetric in log space."""
+    return [x / (1.0 + rel), x * (1.0 + rel)]
 
 
 def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardware: str, accelerators: int,
@@ -333,9 +333,9 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     interval = {"level": INTERVAL_LEVEL, "relative": rel,
                 "method": f"{rel_src}; combined in quadrature with calibration uncertainty "
                           f"{cal.rel_sigma():.3f}",
-                "step_time_s": _interval(step, rel), "tokens_per_s": _interval(tps, rel, True),
-                "tokens_per_s_per_accelerator": _interval(tps / accelerators, rel, True),
-                "mfu": _interval(mfu, rel, True)}
+                "step_time_s": _interval(step, rel), "tokens_per_s": _interval(tps, rel),
+                "tokens_per_s_per_accelerator": _interval(tps / accelerators, rel),
+                "mfu": _interval(mfu, rel)}
     ttt = acc_h = cost = None
     if tokens is not None:
         ttt = tokens / tps

@@ -1,0 +1,267 @@
+"""``hweval predict``: step time, throughput, MFU, memory and cost of a training job on catalog hardware.
+
+A thin shell over :func:`hwmodels.predict.predict_job` (the library entry
+point the report and ``hweval cost`` call). Interface (issue 11, part 2)::
+
+    hweval predict --hardware ID --accelerators N --model SPEC [--seq-len T] [--micro-batch M]
+        [--global-batch B] [--precision bf16|fp8|fp16|fp32]
+        [--sharding none|ddp|zero1|shard_grad_op|full_shard] [--tp N] [--pp N] [--layout auto]
+        [--activation-checkpointing none|selective|full] [--tokens N] [--pricing MODE] [--json]
+    hweval predict --batch SCENARIOS.csv [--json]
+
+Layout fields that are not given are chosen by the layout search (``--layout
+auto``, the default); ``--layout fixed`` requires every layout field. Batch
+columns are the long options with underscores; empty cells take the
+defaults. Every row is checked and predicted before anything is written: a bad
+option or row is one error line naming the row and column, exit code 2.
+
+Calibration source (a): kernel records of the node in the results store
+(``$HWEVAL_STORE`` or ``data/results``: ``kind="kernel"``/``"collective"``
+rows whose ``node_id`` is the hardware id) are used when present.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hwcore.errors import InputError
+
+PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
+SHARDINGS = ("none", "ddp", "zero1", "shard_grad_op", "full_shard")
+RECOMPUTE = ("none", "selective", "full")
+LAYOUTS = ("auto", "fixed")
+MODES = ("on_demand", "reserved", "reserved_3y", "spot", "on_prem")
+COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "global_batch", "precision", "sharding",
+           "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing")
+INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp")
+CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpointing": RECOMPUTE,
+           "layout": LAYOUTS, "pricing": MODES}
+
+
+def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
+    """Raw option strings -> typed scenario; errors name ``where`` + the column/option."""
+    def err(col: str, msg: str) -> InputError:
+        return InputError(f"{where}{col}: {msg}")
+
+    out: dict[str, Any] = {}
+    for col in COLUMNS:
+        v = raw.get(col)
+        if isinstance(v, str):
+            v = v.strip()
+            if v == "":
+                v = None
+        if v is None:
+            out[col] = None
+            continue
+        if col in INT_FIELDS:
+            try:
+                f = float(v)
+                if not f.is_integer():
+                    raise ValueError
+                iv = int(f)
+            except (TypeError, ValueError):
+                raise err(col, f"expected a positive integer, got {v!r}") from None
+            if iv < 1:
+                raise err(col, f"must be >= 1, got {iv}")
+            out[col] = iv
+        elif col == "tokens":
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                raise err(col, f"expected a number of tokens (e.g. 2e12), got {v!r}") from None
+            if not math.isfinite(f) or f <= 0:
+                raise err(col, f"must be a finite number > 0, got {v!r}")
+            out[col] = f
+        elif col in CHOICES:
+            if v not in CHOICES[col]:
+                raise err(col, f"unknown value {v!r}; valid choices: {', '.join(CHOICES[col])}")
+            out[col] = v
+        else:
+            out[col] = str(v)
+    for req in ("hardware", "accelerators", "model"):
+        if out[req] is None:
+            raise err(req, "required")
+    if out["hardware"] not in catalog:
+        raise err("hardware", f"unknown node {out['hardware']!r}; valid choices: {', '.join(sorted(catalog.ids))}")
+    from hwmodels.errors import ModelInputError
+    from hwmodels.predict.spec import parse_spec
+    try:
+        out["spec"] = parse_spec(out["model"]).with_seq_len(out["seq_len"])
+    except ModelInputError as exc:
+        raise InputError(f"{where}{exc}") from None
+    if out["pricing"]:
+        node = catalog.get(out["hardware"])
+        if out["pricing"] not in node.modes:
+            raise err("pricing", f"{out['pricing']!r} has no price for {node.id}; valid choices: "
+                                 f"{', '.join(node.modes) or '(none)'}")
+    if out["layout"] == "fixed":
+        missing = [c for c in ("tp", "pp", "sharding", "micro_batch", "activation_checkpointing") if out[c] is None]
+        if missing:
+            raise err("layout", f"'fixed' needs {', '.join(missing)} too (or use --layout auto)")
+    tp, pp = out["tp"] or 1, out["pp"] or 1
+    if out["accelerators"] % (tp * pp):
+        raise err("tp" if out["tp"] else "pp", f"tp x pp ({tp} x {pp}) must divide accelerators "
+                                                f"({out['accelerators']})")
+    return out
+
+
+def _kernel_points(node_id: str) -> list[Any]:
+    """Source (a): this suite's kernel records of ``node_id`` in the default store (none when unreadable)."""
+    try:
+        from hwcore.records import KernelRecord, read
+        from hwcore.store import Store
+        from hwmodels.predict.calibration import KernelPoint
+        store = Store(None)
+        recs = read(store, KernelRecord)
+    except Exception:  # noqa: BLE001 - no store / unreadable store: no measured source, others apply
+        return []
+    pts = []
+    for r in recs:
+        if not r.ok or (r.node_id or r.params.get("catalog_node")) != node_id:
+            continue
+        pts.append(KernelPoint(kernel=r.kernel, params=dict(r.params), metrics=dict(r.metrics), origin="measured",
+                               where=f"(store run {r.run_id})"))
+    return pts
+
+
+def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[str, Any]:
+    """One scenario -> the JSON object of the CLI (the best layout; runners-up when searched)."""
+    from hwmodels.errors import ModelInputError
+    from hwmodels.predict.calibration import calibrate
+    from hwmodels.predict.predictor import make_prediction
+    from hwmodels.predict.search import SearchResult, predict_job
+
+    node = catalog.get(sc["hardware"])
+    try:
+        cal = calibrate(node, _kernel_points(node.id))
+        res = predict_job(hardware=node, accelerators=sc["accelerators"], model=sc["spec"],
+                          micro_batch=sc["micro_batch"], global_batch=sc["global_batch"],
+                          precision=sc["precision"] or "bf16", sharding=sc["sharding"], tp=sc["tp"], pp=sc["pp"],
+                          activation_checkpointing=sc["activation_checkpointing"],
+                          layout=sc["layout"] or "auto", tokens=sc["tokens"], pricing=sc["pricing"],
+                          calibration=cal)
+    except ModelInputError as exc:
+        raise InputError(f"{where}{exc}") from None
+    if not isinstance(res, SearchResult):
+        return res.to_dict()
+    if res.best is not None:
+        out = res.best.to_dict()
+        out["search"] = {"considered": res.considered, "fitting_priced": res.fitting,
+                         "runners_up": [{"layout": p.layout.to_dict(), "step_time_s": p.step_time_s,
+                                         "tokens_per_s_per_accelerator": p.tokens_per_s_per_accelerator,
+                                         "mfu": p.mfu, "memory_per_accelerator_GiB": p.memory_per_accelerator_GiB}
+                                        for p in res.runners_up]}
+        return out
+    # nothing fits: report the least-memory layout, predicted anyway, marked as not fitting
+    lay, _ = res.smallest_memory
+    price = node.price_per_accelerator_hour(sc["pricing"]) if sc["pricing"] else None
+    p = make_prediction(sc["spec"], cal, lay, hardware=node.id, accelerators=sc["accelerators"],
+                        global_batch=sc["global_batch"] or _default_gb(sc["spec"]), tokens=sc["tokens"],
+                        usd_per_accelerator_hour=price, pricing=sc["pricing"])
+    out = p.to_dict()
+    out["search"] = {"considered": res.considered, "fitting_priced": 0,
+                     "note": "no layout fits in memory; the least-memory layout is shown"}
+    return out
+
+
+def _default_gb(spec: Any) -> int:
+    from hwmodels.predict.search import default_global_batch
+    return default_global_batch(spec.seq_len)
+
+
+def _table(rows: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="hweval predict (interval: level 0.9, held-out validation error + calibration)")
+    for col in ("#", "hardware", "N", "model", "layout", "step s", "tok/s/acc [lo, hi]", "MFU", "mem GiB", "fits",
+                "cost USD [lo, hi]"):
+        t.add_column(col)
+    for i, r in enumerate(rows, 1):
+        lay = r["layout"]
+        ls = (f"dp{lay['dp']} tp{lay['tp']} pp{lay['pp']} v{lay['interleave']} mb{lay['micro_batch']} "
+              f"{lay['sharding']}{'(hybrid)' if lay.get('hybrid_shard') else ''} {lay['activation_checkpointing']}")
+        lo, hi = r["interval"]["tokens_per_s_per_accelerator"]
+        cost = ""
+        if r.get("cost_usd") is not None:
+            clo, chi = r["interval"]["cost_usd"]
+            cost = f"{r['cost_usd']:,.0f} [{clo:,.0f}, {chi:,.0f}]"
+        t.add_row(str(i), r["hardware"], str(r["accelerators"]), r["model"], ls, f"{r['step_time_s']:.3g}",
+                  f"{r['tokens_per_s_per_accelerator']:,.0f} [{lo:,.0f}, {hi:,.0f}]", f"{r['mfu']:.3f}",
+                  f"{r['memory_per_accelerator_GiB']:.1f}", "yes" if r["fits"] else "NO", cost)
+    Console().print(t)
+
+
+@click.command("predict")
+@click.option("--hardware", help="Catalog node id (hweval catalog list).")
+@click.option("--accelerators", help="Accelerators in the job.")
+@click.option("--model", help="Preset name (gpt3-175b, llama3-8b, ...) or key=value pairs.")
+@click.option("--seq-len", help="Sequence length (overrides the preset's).")
+@click.option("--micro-batch", help="Sequences per accelerator (per model replica) per forward pass.")
+@click.option("--global-batch", help="Sequences per optimizer step (default: ~4M tokens).")
+@click.option("--precision", help="bf16 (default) | fp8 | fp16 | fp32.")
+@click.option("--sharding", help="none | ddp | zero1 | shard_grad_op | full_shard.")
+@click.option("--tp", help="Tensor-parallel degree.")
+@click.option("--pp", help="Pipeline-parallel degree.")
+@click.option("--layout", help="auto (default: search what is not given) | fixed.")
+@click.option("--activation-checkpointing", help="none | selective | full.")
+@click.option("--tokens", help="Training tokens: adds time to train, accelerator-hours (and cost with --pricing).")
+@click.option("--pricing", help="Catalog price mode: on_demand | reserved | reserved_3y | spot | on_prem.")
+@click.option("--batch", "batch", type=click.Path(dir_okay=False), help="CSV of scenarios, one per row.")
+@click.option("--json", "as_json", is_flag=True, help="JSON (JSON Lines with --batch) instead of a table.")
+def predict(batch: str | None, as_json: bool, **opts: Any) -> None:
+    """Predict step time, throughput, MFU, memory and cost of a training job (hwmodels.predict)."""
+    from hwmodels.catalog import default_catalog
+    from hwmodels.errors import ModelInputError
+
+    try:
+        catalog = default_catalog()
+    except ModelInputError as exc:
+        raise InputError(str(exc)) from None
+    scenarios: list[tuple[str, dict[str, Any]]] = []
+    if batch:
+        given = [k for k, v in opts.items() if v is not None]
+        if given:
+            raise InputError(f"--batch: cannot be combined with --{given[0].replace('_', '-')} "
+                             "(put it in a CSV column)")
+        p = Path(batch)
+        if not p.is_file():
+            raise InputError(f"--batch: no such file {batch!r}")
+        try:
+            with p.open(newline="") as f:
+                reader = csv.DictReader(f)
+                header = [h.strip() for h in (reader.fieldnames or [])]
+                unknown = [h for h in header if h not in COLUMNS]
+                if unknown:
+                    raise InputError(f"--batch {batch}: column {unknown[0]!r}: unknown column; valid columns: "
+                                     + ", ".join(COLUMNS))
+                for i, row in enumerate(reader, 1):
+                    clean = {(k or "").strip(): v for k, v in row.items() if k is not None}
+                    if None in row:
+                        raise InputError(f"--batch {batch}: row {i}: more cells than columns")
+                    scenarios.append((f"--batch {batch}: row {i}, column ", clean))
+        except UnicodeDecodeError:
+            raise InputError(f"--batch {batch}: not a UTF-8 text CSV") from None
+        if not scenarios:
+            raise InputError(f"--batch {batch}: no rows")
+    else:
+        scenarios.append(("--", {k: v for k, v in opts.items()}))
+    typed = []
+    for where, raw in scenarios:
+        sc = _scenario(raw, where if where != "--" else "--", catalog)
+        typed.append((where, sc))
+    results = []
+    for where, sc in typed:
+        w = where.replace(", column ", ": ") if where != "--" else ""
+        results.append(predict_scenario(sc, catalog, w))
+    if as_json:
+        from hweval.commands.common import echo_json
+        for r in results:
+            echo_json(r)
+    else:
+        _table(results)
