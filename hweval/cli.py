@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "train": ("hweval.commands.train", "train", "Run one training workload."),
     "fit": ("hweval.commands.fit", "fit", "Fit roofline / scaling / comms / convergence models to a CSV."),
     "cost": ("hweval.commands.cost", "cost", "Rank node types by cost per convergence."),
+    "predict": ("hweval.commands.predict", "predict", "Predict step time, throughput, MFU, memory and cost of a training job."),
     "catalog": ("hweval.commands.catalog", "catalog", "List, show and check the hardware catalog and its dated prices."),
     "run": ("hweval.commands.run", "run", "Execute a plan's notebooks (locally or on Slurm)."),
     "import": ("hweval.commands.import_", "import_", "Import nccl-tests logs or MLPerf Training results into the store."),
