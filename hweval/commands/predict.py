@@ -87,7 +87,7 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
         if out[req] is None:
             raise err(req, "required")
     if out["hardware"] not in catalog:
-        raise err("hardware", f"unknown node {out['hardware']!r}; valid choices: {', '.join(sorted(catalog.ids))}")
+        raise err("hardware", f"unknown node {out['hardware']!r}; valid choices: {', '.join(sorted(catalog.ids()))}")
     from hwmodels.errors import ModelInputError
     from hwmodels.predict.spec import parse_spec
     try:

@@ -1,0 +1,295 @@
+"""hwmodels.predict: FLOPs and bytes against hand-computed cases, Korthikanti memory, fit boundaries, search, sources."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hwmodels.catalog import default_catalog
+from hwmodels.errors import ModelInputError
+from hwmodels.predict import (KernelPoint, Layout, calibrate, from_workload, make_prediction, parse_spec, predict_job,
+                              preset, search, step_times)
+from hwmodels.predict import ops as O
+from hwmodels.predict.calibration import Ramp, fit_ramp, parse_nccl_log
+from hwmodels.predict.collectives import bus_factor, collective_time
+from hwmodels.predict.memory import activation_bytes_per_layer, estimate, korthikanti_per_layer
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return default_catalog()
+
+
+@pytest.fixture(scope="module")
+def a100(cat):
+    return calibrate(cat.get("a100-80gb-sxm"))
+
+
+# ------------------------------------------------------------------------------- spec
+def test_gpt3_175b_parameter_count_and_flops():
+    s = preset("gpt3-175b")
+    h, L, V, T = 12288, 96, 50257, 2048
+    assert s.layer_params() == 12 * h * h + 4 * h  # 4h^2 attention + 8h^2 MLP + 2 LayerNorms (weight+bias)
+    n = s.n_params()
+    assert n == L * (12 * h * h + 4 * h) + V * h + T * h + 2 * h  # tied embedding + learned positions + final LN
+    assert abs(n / 175e9 - 1) < 0.005  # Brown et al. 2020: "175B"
+    # PaLM appendix B: 6 N_matmul + 12 L T d per token
+    assert s.model_flops_per_token() == 6 * (L * 12 * h * h + V * h) + 12 * L * T * h
+
+
+def test_llama_presets_match_published_sizes():
+    # published sizes (Touvron 2023 / Llama Team 2024), within 1.5%
+    for name, billions in (("llama2-7b", 6.74), ("llama2-13b", 13.0), ("llama2-70b", 69.0), ("llama3-8b", 8.03),
+                           ("llama3-70b", 70.6), ("llama3-405b", 405.9)):
+        assert abs(preset(name).n_params() / (billions * 1e9) - 1) < 0.015, name
+
+
+def test_parse_spec_pairs_and_errors():
+    s = parse_spec("d_model=4096,n_layers=32,n_heads=32,vocab=50368,ffn_mult=4")
+    assert s.ffn_dim == 16384 and s.n_kv_heads == 32 and not s.glu
+    g = parse_spec("d_model=4096,n_layers=32,n_heads=32,n_kv_heads=8,ffn_dim=14336,glu=true,vocab=128256")
+    assert g.d_kv == 1024 and g.glu
+    with pytest.raises(ModelInputError, match="unknown key 'foo'.*valid keys: d_model"):
+        parse_spec("d_model=64,foo=1")
+    with pytest.raises(ModelInputError, match="valid choices"):
+        parse_spec("gpt5")
+    with pytest.raises(ModelInputError, match="n_heads"):
+        parse_spec("d_model=100,n_layers=2,n_heads=3,vocab=10")
+    with pytest.raises(ModelInputError, match="missing key 'vocab'"):
+        parse_spec("d_model=64,n_layers=2,n_heads=4")
+
+
+def test_transformer_lm_workload_matches_the_workload_flop_count():
+    from workloads import flops as wf
+
+    cfg = {"layers": 3, "width": 96, "heads": 4, "seq_len": 32, "vocab": 200, "mlp_ratio": 4}
+    spec = from_workload("transformer_lm", cfg)
+    ref = wf.transformer(layers=3, width=96, heads=4, seq_len=32, vocab=200, mlp_ratio=4, batch_size=1)
+    assert spec.n_params() == ref.params
+    assert spec.model_flops_per_token() * 32 == ref.model_flops_per_step
+    gru = from_workload("timeseries_forecaster", {"hidden": 16, "layers": 2, "context": 10, "horizon": 4})
+    ref = wf.gru(input_size=1, hidden=16, layers=2, context=10, horizon=4, batch_size=1)
+    assert gru.n_params() == ref.params
+    assert gru.model_flops_per_sample() == ref.model_flops_per_step
+    mlp = from_workload("mlp_regressor", {"hidden": 32, "depth": 3})
+    assert mlp.n_params() == wf.mlp(features=8, hidden=32, depth=3, outputs=1, batch_size=1).params
+
+
+# -------------------------------------------------------------------------------- ops
+def test_layer_op_flops_are_72h2_plus_12th_per_token():
+    s = preset("gpt3-175b")
+    h, T = s.d_model, 2048
+    ops = O.layer_ops(s, micro_batch=1, seq_len=T, tp=1, recompute="none")
+    model = sum(o.model_flops for o in ops if o.kind in ("gemm", "attention"))
+    assert model / T == pytest.approx(72 * h * h + 12 * T * h, rel=1e-12)  # 3 x (24 h^2 + 4 T h)
+    # tensor parallelism splits the layer's FLOPs evenly
+    ops8 = O.layer_ops(s, micro_batch=1, seq_len=T, tp=8, recompute="none")
+    assert sum(o.model_flops for o in ops8) * 8 == pytest.approx(model, rel=1e-12)
+    # full recompute runs the forward again: executed GEMM FLOPs = 4/3 of the model GEMM FLOPs
+    full = O.layer_ops(s, micro_batch=1, seq_len=T, recompute="full")
+    g = sum(o.flops for o in full if o.kind == "gemm")
+    assert g == pytest.approx(4 / 3 * 72 * h * h * T, rel=1e-12)
+    # flash attention executes half the forward (causal) and 2.5x that backward (FlashAttention-2 convention)
+    att = [o for o in ops if o.kind == "attention"]
+    assert sum(o.flops for o in att) == pytest.approx((0.5 + 1.25) * 4 * T * T * h)
+
+
+def test_step_flops_hfu_counts_recompute():
+    s = preset("gpt3-175b")
+    m, hw = O.step_flops(s, seq_len=2048, sequences=4, recompute="full")
+    assert m == s.model_flops_per_token() * 4 * 2048
+    assert hw > m and (hw - m) == pytest.approx((2 * 96 * 12 * 12288 ** 2 + 4 * 96 * 2048 * 12288) * 4 * 2048)
+
+
+def test_tp_and_dp_collectives():
+    s = preset("gpt3-175b")
+    ops = O.layer_ops(s, micro_batch=2, seq_len=1024, tp=8, sp=False)
+    ar = [o for o in ops if o.kind == "collective"]
+    assert len(ar) == 4 and all(o.collective == "all_reduce" and o.nbytes == 2 * 1024 * 12288 * 2 for o in ar)
+    sp = [o for o in O.layer_ops(s, micro_batch=2, seq_len=1024, tp=8, sp=True) if o.kind == "collective"]
+    assert sorted(o.collective for o in sp) == ["all_gather"] * 4 + ["reduce_scatter"] * 4
+    fs = O.dp_collectives(sharding="full_shard", local_params=1e9, layer_params_local=1e7, n_layers_local=100,
+                          microbatches=2, precision="bf16")
+    assert sorted(o.name for o in fs) == ["fsdp.all_gather.bwd", "fsdp.all_gather.fwd", "fsdp.reduce_scatter"]
+    assert all(o.count == 200 for o in fs)
+    assert O.dp_collectives(sharding="ddp", local_params=1e9, layer_params_local=1, n_layers_local=1,
+                            microbatches=4, precision="bf16")[0].nbytes == 4e9
+
+
+# ------------------------------------------------------------------------------ memory
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("tp,sp", [(1, False), (8, False), (8, True)])
+def test_korthikanti_activation_memory(recompute, tp, sp):
+    s = preset("gpt3-175b")  # ffn = 4h, MHA: the paper's assumptions
+    got = activation_bytes_per_layer(s, micro_batch=1, seq_len=2048, tp=tp, sp=sp, recompute=recompute, flash=False)
+    want = korthikanti_per_layer(2048, 1, 12288, 96, tp, sp=sp, recompute=recompute)
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_korthikanti_closed_forms():
+    s, b, h, a, t = 2048, 1, 12288, 96, 8
+    assert korthikanti_per_layer(s, b, h, a, t, sp=True, recompute="none") == s * b * h * (34 + 5 * a * s / h) / t
+    assert korthikanti_per_layer(s, b, h, a, t, sp=False, recompute="selective") == s * b * h * (10 + 24 / t)
+    assert korthikanti_per_layer(s, b, h, a, t, sp=True, recompute="full") == 2 * s * b * h / t
+    # flash attention stores no s x s scores: same as selective recompute
+    spec = preset("gpt3-175b")
+    assert activation_bytes_per_layer(spec, micro_batch=1, seq_len=s, tp=t, sp=True, recompute="none",
+                                      flash=True) == korthikanti_per_layer(s, b, h, a, t, sp=True,
+                                                                           recompute="selective")
+
+
+def test_zero_state_bytes_and_fit_boundary():
+    s = preset("llama2-7b")
+    kw = dict(precision="bf16", tp=1, pp=1, micro_batch=1, seq_len=4096, recompute="full", sp=False)
+    ddp = estimate(s, capacity_bytes=1e12, sharding="ddp", dp=8, **kw)
+    n = s.n_params()
+    assert ddp.weights + ddp.grads + ddp.optimizer == pytest.approx(16 * n)  # ZeRO paper: 16 bytes per parameter
+    z1 = estimate(s, capacity_bytes=1e12, sharding="zero1", dp=8, **kw)
+    assert z1.optimizer == pytest.approx(12 * n / 8)
+    z3 = estimate(s, capacity_bytes=1e12, sharding="full_shard", dp=8, **kw)
+    assert z3.grads == pytest.approx(2 * n / 8) and z3.weights < ddp.weights / 4
+    total = z3.total
+    assert estimate(s, capacity_bytes=total, sharding="full_shard", dp=8, **kw).fits
+    assert not estimate(s, capacity_bytes=total * (1 - 1e-9), sharding="full_shard", dp=8, **kw).fits
+
+
+# --------------------------------------------------------------------------- calibration
+def test_calibration_sources_are_labelled(a100):
+    src = a100.sources()
+    for key in ("matmul_efficiency.bf16", "memory_bandwidth", "attention_efficiency", "collective_busbw.intra",
+                "collective_busbw.inter", "launch_overhead"):
+        assert key in src
+        assert src[key].split(":")[0] in ("measured", "imported", "published", "datasheet"), src[key]
+    assert src["matmul_efficiency.bf16"].startswith("published")  # mamf-finder figure, not a bare derating
+    assert a100.source_kinds()["collective_busbw.inter"] == "published"  # nccl-tests p4de log
+
+
+def test_measured_points_win(cat):
+    node = cat.get("h100-sxm")
+    pt = KernelPoint(kernel="gemm", params={"m": 8192, "n": 8192, "k": 8192, "dtype": "bf16"},
+                     metrics={"flops_per_s": 700e12}, where="run x")
+    cal = calibrate(node, [pt])
+    assert cal.matmul_eff_max["bf16"].kind == "measured"
+    assert calibrate(node, use_published=False).matmul_eff_max["bf16"].kind == "datasheet"
+
+
+def test_gemm_efficiency_depends_on_shape(a100):
+    big = a100.gemm_eff(8192, 8192, 8192, "bf16")
+    assert big > a100.gemm_eff(8192, 8192, 64, "bf16") > 0  # small-k falloff
+    units = a100.units
+    # wave quantization: one more tile than the SMs can run in one wave costs a second wave
+    full_wave = a100.gemm_eff(256 * units, 128, 4096, "bf16")
+    one_over = a100.gemm_eff(256 * units + 256, 128, 4096, "bf16")
+    assert one_over < full_wave
+
+
+def test_collective_time_conventions(a100):
+    assert bus_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    assert bus_factor("all_gather", 4) == pytest.approx(3 / 4)
+    assert collective_time(a100, kind="all_reduce", size_bytes=1e9, ranks=1, level="intra") == 0
+    intra = collective_time(a100, kind="all_reduce", size_bytes=1e9, ranks=8, level="intra")
+    inter = collective_time(a100, kind="all_reduce", size_bytes=1e9, ranks=16, level="inter", ranks_per_node=8)
+    share = collective_time(a100, kind="all_reduce", size_bytes=1e9, ranks=16, level="inter", ranks_per_node=1)
+    assert intra < inter < share
+    r = Ramp(busbw_max=100e9, s_half=1e6, latency_s=1e-5, kind="published", source="x")
+    assert r.busbw(1e6) == pytest.approx(50e9)
+
+
+def test_nccl_log_parse_and_ramp_fit():
+    lines = ["#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong"]
+    for e in range(10, 31):
+        size = 2 ** e
+        bus = 100.0 * size / (size + 2 ** 20)
+        t_us = size * 2 * 7 / 8 / (bus * 1e9) * 1e6 + 10
+        lines.append(f"0: {size} {size // 4} float sum -1 {t_us:.2f} 0 {bus:.2f} 0 {t_us:.2f} 0 {bus:.2f} 0")
+    pts = parse_nccl_log("\n".join(lines))
+    assert len(pts) == 21
+    bmax, s_half, lat = fit_ramp(pts)
+    assert bmax == pytest.approx(100e9, rel=0.01) and s_half == pytest.approx(2 ** 20, rel=0.2)
+
+
+# ------------------------------------------------------------------------ step and search
+def test_step_breakdown_and_prediction_json(a100):
+    s = preset("gpt3-175b")
+    lay = Layout(dp=8, tp=8, pp=16, interleave=3, micro_batch=1, sharding="zero1", recompute="full",
+                 sequence_parallel=True)
+    p = make_prediction(s, a100, lay, hardware="a100-80gb-sxm", accelerators=1024, global_batch=1536,
+                        tokens=300e9, usd_per_accelerator_hour=4.0, pricing="on_demand")
+    d = p.to_dict()
+    for k in ("tokens_per_s", "tokens_per_s_per_accelerator", "step_time_s", "mfu", "memory_per_accelerator_GiB",
+              "fits", "layout", "breakdown_s", "interval", "calibration", "time_to_train_s", "accelerator_hours",
+              "cost_usd"):
+        assert k in d, k
+    assert set(d["breakdown_s"]) == {"compute", "memory_bound", "exposed_comm", "bubble", "overhead"}
+    assert d["step_time_s"] == pytest.approx(sum(d["breakdown_s"].values()))
+    assert d["breakdown_s"]["bubble"] > 0 and 0 < d["mfu"] < d["hfu"] < 1
+    lo, hi = d["interval"]["cost_usd"]
+    assert lo < d["cost_usd"] < hi and d["interval"]["level"] == 0.9
+    assert d["cost_usd"] == pytest.approx(d["accelerator_hours"] * 4.0)
+    assert d["tokens_per_s"] == pytest.approx(1536 * 2048 / d["step_time_s"])
+    with pytest.raises(ModelInputError, match="dp\\*tp\\*pp"):
+        make_prediction(s, a100, lay, hardware="a100-80gb-sxm", accelerators=1000, global_batch=1536)
+
+
+def test_more_bandwidth_is_never_slower(cat):
+    s = preset("llama2-13b")
+    lay = Layout(dp=64, tp=1, pp=1, micro_batch=2, sharding="full_shard", recompute="full")
+    base = calibrate(cat.get("a100-80gb-sxm"))
+    t0 = step_times(s, base, lay, global_batch=512).total
+    fast = replace(base, ramps={k: replace(r, busbw_max=r.busbw_max * 4) for k, r in base.ramps.items()})
+    assert step_times(s, fast, lay, global_batch=512).total <= t0
+
+
+def test_search_returns_only_fitting_layouts(cat):
+    node = cat.get("a100-40gb-sxm")
+    cal = calibrate(node)
+    res = search(preset("gpt3-13b"), cal, hardware=node.id, accelerators=64, global_batch=512, top=4)
+    assert res.best is not None and len(res.runners_up) == 3
+    for p in (res.best, *res.runners_up):
+        assert p.fits and p.memory.total <= node.memory_capacity_bytes
+        assert p.layout.world == 64
+    times = [p.step_time_s for p in (res.best, *res.runners_up)]
+    assert times == sorted(times)
+    none = search(preset("gpt3-175b"), cal, hardware=node.id, accelerators=8, global_batch=64)
+    assert none.best is None and none.smallest_memory is not None and not none.smallest_memory[1].fits
+
+
+def test_predict_job_fixed_and_auto():
+    fixed = predict_job(hardware="h100-sxm", accelerators=16, model="llama2-7b", tp=2, pp=1, sharding="zero1",
+                        micro_batch=2, activation_checkpointing="selective", global_batch=64)
+    assert fixed.layout.dp == 8 and fixed.layout.sequence_parallel
+    auto = predict_job(hardware="h100-sxm", accelerators=16, model="llama2-7b", global_batch=64, tp=1)
+    assert auto.best.layout.tp == 1 and auto.best.fits
+    with pytest.raises(ModelInputError, match="must divide"):
+        predict_job(hardware="h100-sxm", accelerators=10, model="llama2-7b", tp=4, pp=1, sharding="ddp",
+                    micro_batch=1, activation_checkpointing="none")
+
+
+def test_predict_package_imports_no_framework_or_app():
+    code = ("import sys, hwmodels.predict, hwmodels.predict.search\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'jax', 'hweval', 'hwcore', 'workloads')]\n"
+            "print(bad); sys.exit(1 if bad else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_interval_reads_validation_error(tmp_path, a100):
+    import json
+
+    p = tmp_path / "err.json"
+    p.write_text(json.dumps({"leave_one_hardware_out": {"per_hardware": {"a100-80gb-sxm": {"q90": 0.12}},
+                                                         "overall": {"q90": 0.3}},
+                             "framework_efficiency": {"eta": 0.8, "comm_eff": 1.0}}))
+    s = preset("llama2-7b")
+    lay = Layout(dp=8, micro_batch=1, sharding="zero1", recompute="none")
+    pr = make_prediction(s, a100, lay, hardware="a100-80gb-sxm", accelerators=8, global_batch=64, error_path=p)
+    assert pr.interval["relative"] == pytest.approx(math.sqrt(0.12 ** 2 + a100.rel_sigma() ** 2))
+    other = make_prediction(s, a100, lay, hardware="mi300x", accelerators=8, global_batch=64, error_path=p)
+    assert other.interval["relative"] > pr.interval["relative"]  # no rows for that hardware: overall LOHO error

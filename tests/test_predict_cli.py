@@ -1,0 +1,78 @@
+"""``hweval predict``: JSON keys, batch row order and count, bad inputs exit 2 with one line and no output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+REQUIRED = ("tokens_per_s", "tokens_per_s_per_accelerator", "step_time_s", "mfu", "memory_per_accelerator_GiB",
+            "fits", "layout", "breakdown_s", "interval", "calibration")
+
+
+def test_single_json_with_tokens_and_price(cli):
+    proc = cli("predict", "--hardware", "h100-sxm", "--accelerators", "64", "--model", "llama3-8b",
+               "--global-batch", "256", "--tokens", "1e11", "--pricing", "on_demand", "--json")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1
+    d = json.loads(lines[0])
+    for k in REQUIRED + ("time_to_train_s", "accelerator_hours", "cost_usd"):
+        assert k in d, k
+    assert d["layout"]["dp"] * d["layout"]["tp"] * d["layout"]["pp"] == 64
+    assert d["interval"]["level"] == 0.9 and len(d["interval"]["cost_usd"]) == 2
+    assert d["seq_len"] == 8192  # the preset's
+
+
+def test_batch_keeps_row_order_and_count(cli, tmp_path):
+    p = tmp_path / "s.csv"
+    p.write_text("hardware,accelerators,model,seq_len,global_batch,tp,pp,sharding,micro_batch,"
+                 "activation_checkpointing,layout\n"
+                 "a100-80gb-sxm,16,llama2-7b,2048,64,,,,,,\n"
+                 "h100-sxm,8,d_model=1024,n_layers=8,n_heads=8,vocab=32000,,,,,,,,\n"
+                 "a100-40gb-sxm,32,gpt3-1.3b,,128,2,1,zero1,2,selective,fixed\n")
+    # the second row's spec holds commas: quote it
+    p.write_text(p.read_text().replace("d_model=1024,n_layers=8,n_heads=8,vocab=32000",
+                                       '"d_model=1024,n_layers=8,n_heads=8,vocab=32000"'))
+    proc = cli("predict", "--batch", str(p), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    assert [r["hardware"] for r in rows] == ["a100-80gb-sxm", "h100-sxm", "a100-40gb-sxm"]
+    assert [r["accelerators"] for r in rows] == [16, 8, 32]
+    assert rows[0]["seq_len"] == 2048 and rows[2]["layout"]["tp"] == 2
+    assert rows[2]["layout"]["activation_checkpointing"] == "selective"
+    for r in rows:
+        for k in REQUIRED:
+            assert k in r
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--precision", "bf17"),
+     "--precision: unknown value 'bf17'; valid choices: bf16, fp8, fp16, fp32"),
+    (("--hardware", "h999", "--accelerators", "8", "--model", "llama3-8b"), "--hardware: unknown node 'h999'"),
+    (("--hardware", "h100-sxm", "--accelerators", "0", "--model", "llama3-8b"), "--accelerators: must be >= 1"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "d_model=64,bogus=2"), "unknown key 'bogus'"),
+    (("--hardware", "h100-sxm", "--accelerators", "12", "--model", "llama3-8b", "--tp", "8"),
+     "must divide accelerators"),
+    (("--accelerators", "8", "--model", "llama3-8b"), "--hardware: required"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--layout", "fixed"),
+     "--layout: 'fixed' needs"),
+])
+def test_bad_options_exit_2_one_line(cli, args, needle):
+    proc = cli("predict", *args, "--json")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], proc.stderr
+
+
+def test_bad_batch_row_names_row_and_column_no_partial_output(cli, tmp_path):
+    p = tmp_path / "s.csv"
+    p.write_text("hardware,accelerators,model,sharding\nh100-sxm,8,llama3-8b,\nh100-sxm,8,llama3-8b,zero9\n")
+    proc = cli("predict", "--batch", str(p), "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "row 2, column sharding: unknown value 'zero9'; valid choices: none, ddp" in proc.stderr
+    q = tmp_path / "u.csv"
+    q.write_text("hardware,accelerators,model,colour\nh100-sxm,8,llama3-8b,red\n")
+    proc = cli("predict", "--batch", str(q))
+    assert proc.returncode == 2 and "column 'colour': unknown column; valid columns: hardware" in proc.stderr
