@@ -140,7 +140,10 @@ class PlanLock:
     """Advisory lock (``fcntl.flock``) on ``<store>/.hweval-run-<plan>.lock`` for the length of a run.
 
     The kernel drops it when the holder exits, SIGKILL included, so a stale lock
-    never blocks; the file records the holder (pid, host, run id) for the refusal message.
+    never blocks; the file records the holder (pid, host, run id) for the refusal
+    message. The holder deletes the file on release (and an empty store folder it
+    created), so a run that ends on bad input leaves nothing behind; a waiter that
+    locked a file deleted meanwhile notices (inode check) and locks the new one.
     """
 
     def __init__(self, store: Store, plan_name: str) -> None:
@@ -148,6 +151,7 @@ class PlanLock:
         self.path = Path(store.path) / f"{LOCK_PREFIX}{safe}.lock"
         self.plan_name = plan_name
         self._fd: int | None = None
+        self._made_dir = False
 
     def holder(self) -> str:
         try:
@@ -158,7 +162,9 @@ class PlanLock:
 
     def _open(self) -> int:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.parent.exists():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._made_dir = True
             return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise InputError(f"store: cannot create the run lock {self.path}: {exc.strerror}") from exc
@@ -166,19 +172,33 @@ class PlanLock:
     def acquire(self, *, wait: bool = False, run_id: str = "", on_wait: Callable[[str], None] | None = None) -> None:
         import fcntl
 
-        fd = self._open()
-        try:
+        told = False
+        while True:
+            fd = self._open()
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not wait:
-                    raise PlanLocked(
-                        f"plan {self.plan_name}: already running on this store ({self.holder()}; lock {self.path}); "
-                        "wait for it or pass --wait-lock"
-                    ) from None
-                if on_wait is not None:
-                    on_wait(self.holder())
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if not wait:
+                        raise PlanLocked(
+                            f"plan {self.plan_name}: already running on this store ({self.holder()}; "
+                            f"lock {self.path}); wait for it or pass --wait-lock"
+                        ) from None
+                    if on_wait is not None and not told:
+                        on_wait(self.holder())
+                        told = True
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    same = False
+            except BaseException:
+                os.close(fd)
+                raise
+            if same:
+                break
+            os.close(fd)  # the previous holder deleted the file we locked: lock the current one
+        try:
             os.ftruncate(fd, 0)
             info = f"pid {os.getpid()} on {socket.gethostname()}, run {run_id or '?'}, since {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
             os.pwrite(fd, info.encode() + b"\n", 0)
@@ -207,8 +227,13 @@ class PlanLock:
 
     def release(self) -> None:
         if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)  # still holding it: waiters re-check the inode
             os.close(self._fd)  # closing the only descriptor drops the flock
             self._fd = None
+            if self._made_dir:
+                with contextlib.suppress(OSError):
+                    self.path.parent.rmdir()  # only if the run wrote nothing else there
 
     def __enter__(self) -> PlanLock:
         return self

@@ -158,6 +158,7 @@ def test_sigkill_runner_kills_worker_and_kernel_then_resume_once(plan, store_pat
     # no scratch left behind: nothing in TMPDIR, no cell scratch folder in any run folder
     assert not [p.name for p in plan["tmpdir"].iterdir() if "hweval" in p.name]
     assert not list(plan["out"].glob(f"runs/*/{WORK_PREFIX}*"))
+    assert not [p.name for p in store_path.iterdir() if p.name.startswith(LOCK_PREFIX)]
 
 
 @pytest.mark.slow
@@ -196,8 +197,8 @@ def test_second_run_of_a_running_plan_refuses_or_waits(plan, store_path):
     for rec in _notebook_records(store_path):
         by_cell[rec["cell_id"]] = by_cell.get(rec["cell_id"], 0) + 1
     assert sorted(by_cell.values()) == [1, 1]
-    # the lock file stays (re-used; flock, not existence, is the lock) and is not a part
-    assert [p.name for p in store_path.iterdir() if p.name.startswith(LOCK_PREFIX)] == ["%skillme.lock" % LOCK_PREFIX]
+    # the last holder deleted the lock file on release
+    assert not [p.name for p in store_path.iterdir() if p.name.startswith(LOCK_PREFIX)]
 
 
 _stderr_seen: dict[int, str] = {}
@@ -218,3 +219,26 @@ def _peek_stderr(p: subprocess.Popen) -> str:
         fcntl.fcntl(fd, fcntl.F_SETFL, fl)
     _stderr_seen[p.pid] = _stderr_seen.get(p.pid, "") + chunk.decode(errors="replace")
     return _stderr_seen[p.pid]
+
+
+def test_plan_lock_unit(tmp_path):
+    """The lock file goes with its holder; a fresh store folder made only for the lock is removed too."""
+    from hweval.runner import PlanLock, PlanLocked
+
+    store = Store(tmp_path / "new" / "store")
+    a = PlanLock(store, "p/q")
+    a.acquire(run_id="r1")
+    assert a.path.name == f"{LOCK_PREFIX}p_q.lock" and "run r1" in a.path.read_text()
+    b = PlanLock(store, "p/q")
+    with pytest.raises(PlanLocked, match=f"pid {os.getpid()}"):
+        b.acquire()
+    assert a.is_held_elsewhere()  # from b's point of view (flock is per open file)
+    other = PlanLock(store, "other")
+    other.acquire()  # another plan on the same store is independent
+    other.release()
+    a.release()
+    assert not (tmp_path / "new" / "store").exists()
+    b.acquire()
+    assert b.path.exists()
+    b.release()
+    assert not b.path.exists()

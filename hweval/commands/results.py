@@ -21,7 +21,9 @@ LIST_COLUMNS = ["finished_at", "run_id", "kind", "name", "status", "node_id", "p
 @click.option("--run-id", default=None, help="Only this run id.")
 @click.option("--plan", default=None, help="Only this plan.")
 @click.option("--node-id", default=None, help="Only this node.")
-@click.option("--sql", default=None, help="A DuckDB query over the view 'results' (overrides the filters).")
+@click.option("--sql", default=None,
+              help="One read-only DuckDB SELECT over the view 'results' (overrides the filters); COPY, ATTACH, "
+                   "INSTALL, LOAD, SET, PRAGMA, ... and other files are refused.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Export the selection as CSV to this file ('-' for stdout).")
 @click.option("--json", "as_json", is_flag=True, help="Print the selection as JSON records.")
