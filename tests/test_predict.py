@@ -293,3 +293,15 @@ def test_interval_reads_validation_error(tmp_path, a100):
     assert pr.interval["relative"] == pytest.approx(math.sqrt(0.12 ** 2 + a100.rel_sigma() ** 2))
     other = make_prediction(s, a100, lay, hardware="mi300x", accelerators=8, global_batch=64, error_path=p)
     assert other.interval["relative"] > pr.interval["relative"]  # no rows for that hardware: overall LOHO error
+
+
+def test_measured_gemm_sweep_sets_the_shape_curve(cat):
+    node = cat.get("cpu-epyc-zen4-2c")
+    peak = node.peaks["fp32"].dense_flops_per_s
+    pts = [KernelPoint(kernel="gemm", params={"m": n, "n": n, "k": n, "dtype": "fp32"},
+                       metrics={"flops_per_s": peak * eff}) for n, eff in ((64, 0.1), (256, 0.4), (1024, 0.8))]
+    cal = calibrate(node, pts)
+    assert cal.gemm_eff(256, 256, 256, "fp32") == pytest.approx(0.4)
+    assert 0.4 < cal.gemm_eff(512, 512, 512, "fp32") < 0.8  # interpolated on log FLOPs
+    assert cal.gemm_eff(4096, 4096, 4096, "fp32") == pytest.approx(0.8)  # clamped
+    assert cal.matmul_eff_max["fp32"].kind == "measured"

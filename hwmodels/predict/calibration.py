@@ -213,6 +213,11 @@ class Calibration:
 
     # -- GEMM ----------------------------------------------------------------------
     def gemm_eff(self, m: int, n: int, k: int, dtype: str) -> float:
+        """Achievable fraction of peak for this shape: interpolated from >= 3 measured GEMM shapes of this
+        node (log-FLOPs axis, clamped at the ends) when the store has them, else the tile/wave model."""
+        pts = self.extra.get("gemm_curve", {}).get(dtype)
+        if pts:
+            return _interp_eff(pts, 2.0 * m * n * k)
         return _gemm_eff(self.units, self._eff_max(dtype), int(m), int(n), int(k))
 
     def _eff_max(self, dtype: str) -> float:
@@ -274,6 +279,18 @@ class Calibration:
         m = self.matmul_eff_max.get("bf16") or next(iter(self.matmul_eff_max.values()), None)
         parts = [m.rel_sigma if m else 0.2, self.attention_eff.rel_sigma * 0.5, self.mem_bw.rel_sigma * 0.3]
         return math.sqrt(sum(p * p for p in parts))
+
+
+def _interp_eff(pts: tuple[tuple[float, float], ...], flops: float) -> float:
+    x = math.log(max(flops, 1.0))
+    if x <= pts[0][0]:
+        return pts[0][1]
+    if x >= pts[-1][0]:
+        return pts[-1][1]
+    for (x0, y0), (x1, y1) in zip(pts[:-1], pts[1:]):
+        if x0 <= x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+    return pts[-1][1]
 
 
 @lru_cache(maxsize=200_000)
@@ -385,6 +402,24 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
                                source=f"catalog dense peak x {DERATE_MATMUL if kind != 'cpu' else 0.5} (derating, "
                                       "no measured or published matmul figure)")
 
+    # measured GEMM sweep -> efficiency vs size (the closed loop calibrates from this node's sweeps only)
+    curve: dict[str, list[tuple[float, float]]] = {}
+    for p in pts:
+        if p.kernel == "gemm" and p.metrics.get("flops_per_s"):
+            dt = str(p.params.get("dtype", "fp32"))
+            m, n, k = (int(p.params.get(x, 0) or 0) for x in "mnk")
+            if dt in peak and m and n and k:
+                curve.setdefault(dt, []).append((math.log(2.0 * m * n * k),
+                                                 min(float(p.metrics["flops_per_s"]) / peak[dt], 1.0)))
+    gemm_curve = {}
+    for dt, c in curve.items():
+        if len(c) >= 3:
+            c.sort()
+            merged: dict[float, list[float]] = {}
+            for x, y in c:
+                merged.setdefault(round(x, 6), []).append(y)
+            gemm_curve[dt] = tuple((x, sorted(ys)[len(ys) // 2]) for x, ys in sorted(merged.items()))
+
     # memory bandwidth
     mem = None
     for p in pts:
@@ -439,6 +474,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         accelerators_per_node=node.accelerators_per_node,
         scale_up_size=max(1, int(getattr(node, "scale_up_size", 0) or node.accelerators_per_node)),
         memory_capacity_bytes=node.memory_capacity_bytes,
+        extra={"gemm_curve": gemm_curve} if gemm_curve else {},
     )
 
 

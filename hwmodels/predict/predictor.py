@@ -387,5 +387,36 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
             "overhead": cal.step_overhead_s.value}
 
 
-__all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error",
+__all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",
            "framework_eta", "generic_step_time", "ERROR_FILE"]
+
+
+def predict_workload(name: str, config: dict[str, Any], cal: Calibration, *, attention: str = "materialized",
+                     eta: float = 1.0) -> dict[str, Any]:
+    """Predicted step time and breakdown of one of the suite's own workloads (the local closed loop).
+
+    ``config`` is the workload's ``TrainKnobs.to_dict()`` (batch_size = global samples per step,
+    nprocs, grad_accum, precision, activation_checkpointing). transformer_lm goes through the
+    transformer step model (DDP over ``nprocs`` ranks on this node); the GRU and MLP through
+    :func:`generic_step_time`. No framework efficiency is applied unless ``eta`` is given: the
+    closed loop calibrates from kernel sweeps only.
+    """
+    from hwmodels.predict.spec import from_workload
+
+    spec = from_workload(name, config)
+    prec = {"fp32": "fp32", "bf16_autocast": "bf16", "bf16": "bf16"}.get(str(config.get("precision", "fp32")), "fp32")
+    nprocs = int(config.get("nprocs", 1) or 1)
+    batch = int(config.get("batch_size", 16))
+    accum = int(config.get("grad_accum", 1) or 1)
+    ckpt = bool(config.get("activation_checkpointing", False))
+    if isinstance(spec, GenericSpec):
+        b = generic_step_time(spec, cal, batch=batch // nprocs, precision=prec, recompute=ckpt)
+        return {"step_time_s": sum(b.values()), "breakdown_s": b, "model": spec.to_dict()}
+    lay = Layout(dp=nprocs, micro_batch=max(1, batch // nprocs // accum), sharding="ddp" if nprocs > 1 else "none",
+                 recompute="full" if ckpt else "none", precision=prec)
+    st = step_times(spec, cal, lay, global_batch=batch, attention=attention, eta=eta)
+    return {"step_time_s": st.total,
+            "breakdown_s": {"compute": st.compute, "memory_bound": st.memory_bound, "exposed_comm": st.exposed_comm,
+                            "bubble": st.bubble, "overhead": st.overhead},
+            "model_flops_per_step": st.model_flops, "hardware_flops_per_step": st.hardware_flops,
+            "model": spec.to_dict()}
