@@ -100,6 +100,8 @@ def die_with_parent(parent_pid: int | None) -> bool:
 def _kernel_manager_class():  # -> a jupyter_client AsyncKernelManager subclass
     """Kernels that die with their worker: ``PR_SET_PDEATHSIG`` in the kernel's pre-exec.
 
+    Their connection file goes to ``$JUPYTER_RUNTIME_DIR`` (the cell's scratch), not ``$TMPDIR``.
+
     Only when the kernel is launched from the worker's main thread (the parent
     death signal fires when the launching *thread* ends); otherwise ipykernel's
     own parent poller (``JPY_PARENT_PID``, 1 s) ends the kernel once the worker is gone.
@@ -109,6 +111,15 @@ def _kernel_manager_class():  # -> a jupyter_client AsyncKernelManager subclass
     _prctl()  # resolve before fork: the pre-exec function only calls it
 
     class DiesWithWorker(AsyncKernelManager):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            if not self.connection_file:  # else jupyter_client's mkstemp in $TMPDIR, left there by a kill
+                from jupyter_core.paths import jupyter_runtime_dir
+
+                rt = jupyter_runtime_dir()  # the cell's scratch folder (JUPYTER_RUNTIME_DIR)
+                os.makedirs(rt, exist_ok=True)
+                self.connection_file = os.path.join(rt, f"kernel-{os.getpid()}-{id(self):x}.json")
+
         async def _async_launch_kernel(self, kernel_cmd, **kw):  # noqa: ANN001 - jupyter_client's signature
             if _prctl() is not None and threading.current_thread() is threading.main_thread():
                 parent = os.getpid()

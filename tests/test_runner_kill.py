@@ -156,7 +156,7 @@ def test_sigkill_runner_kills_worker_and_kernel_then_resume_once(plan, store_pat
     assert {s["status"] for s in cell_states(Store(store_path), "killme").values()} == {"ok"}
     assert len(Store(store_path).records(name="quick-nb")) == 1
     # no scratch left behind: nothing in TMPDIR, no cell scratch folder in any run folder
-    assert not [p.name for p in plan["tmpdir"].iterdir() if "hweval" in p.name]
+    assert not list(plan["tmpdir"].iterdir())
     assert not list(plan["out"].glob(f"runs/*/{WORK_PREFIX}*"))
     assert not [p.name for p in store_path.iterdir() if p.name.startswith(LOCK_PREFIX)]
 
