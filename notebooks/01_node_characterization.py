@@ -32,8 +32,10 @@ node: str = ""  # catalog node id for datasheet ceilings (empty: match this mach
 # %%
 from IPython.display import display
 
-from hweval import charts, report
+from hweval import analysis, charts
 from kernels import registry
+
+charts.enable_inline()  # offline inline SVG (no CDN): JupyterLab, executed notebooks, nbconvert
 
 gemm = registry.sweep(
     "gemm",
@@ -47,13 +49,12 @@ stream = [
                             warmup_ms=warmup_ms, measure_ms=measure_ms)
 ]
 results = [r.to_json() for r in gemm + stream]
-report.kernel_table(results)
+analysis.kernel_table(results)
 
 # %% [markdown]
 # ## Roofline: fitted ceilings and measured points
 
 # %%
-roof = report.roofline_section(results, node=node or None)
+roof = analysis.roofline_section(results, node=node or None)
 print(roof["summary"])
-report.record_fit("roofline", roof)
 display(charts.roofline(roof["points"], roof["ceilings"]))

@@ -28,21 +28,23 @@ target_loss: float = 0.0  # eval-loss target (0: each workload's default)
 # %%
 from IPython.display import display
 
-from hweval import charts, report
+from hweval import analysis, charts
 import workloads as wl
+
+charts.enable_inline()  # offline inline SVG (no CDN): JupyterLab, executed notebooks, nbconvert
 
 results = []
 for name in workloads_list:
     res = wl.run(name, {**({"preset": preset} if preset else {}), **workload_params.get(name, {})}, target_loss=target_loss or None,
                  max_steps=max_steps, max_time_s=max_time_s)
     results.append(res.to_json())
-table = report.workload_table(results)
+table = analysis.workload_table(results)
 table
 
 # %% [markdown]
 # ## Step-time breakdown and loss curves
 
 # %%
-display(charts.breakdown(report.breakdown_rows(results)))
-display(charts.band_curve(report.loss_rows(results), None, x="step", y="loss", x_title="step",
+display(charts.breakdown(analysis.breakdown_rows(results)))
+display(charts.band_curve(analysis.loss_rows(results), None, x="step", y="loss", x_title="step",
                           y_title="eval loss", title="Eval loss", series="workload"))

@@ -34,9 +34,11 @@ measure_ms: float = 150.0  # measurement budget per collective measurement
 # %%
 from IPython.display import display
 
-from hweval import charts, report
+from hweval import analysis, charts
 from kernels import registry
 import workloads as wl
+
+charts.enable_inline()  # offline inline SVG (no CDN): JupyterLab, executed notebooks, nbconvert
 
 coll = [
     r.to_json()
@@ -44,9 +46,8 @@ coll = [
     for r in registry.sweep(c, [{"size_bytes": s, "world_size": world_size} for s in sizes_bytes],
                             warmup_ms=warmup_ms, measure_ms=measure_ms)
 ]
-comms = report.comms_section(coll)
+comms = analysis.comms_section(coll)
 print(comms["summary"])
-report.record_fit("comms", comms)
 display(charts.band_curve(comms["points"], comms["curve"], x="size_bytes", y="busbw_bytes_per_s",
                           x_title="message size (B)", y_title="bus bandwidth (B/s)", series="collective",
                           title="Collectives: measured busbw and alpha-beta fit", log_x=True, log_y=True))
@@ -55,8 +56,7 @@ display(charts.band_curve(comms["points"], comms["curve"], x="size_bytes", y="bu
 base = {**({"preset": preset} if preset else {}), **workload_params}
 runs = [wl.run(workload, {**base, "nprocs": n, "seed": rep}, max_steps=max_steps).to_json()
         for n in nprocs_list for rep in range(repeats)]
-scaling = report.scaling_section(runs)
+scaling = analysis.scaling_section(runs)
 print(scaling["summary"])
-report.record_fit("scaling", scaling)
 display(charts.band_curve(scaling["points"], scaling["curve"], x="nprocs", y="samples_per_s",
                           x_title="processes", y_title="samples/s", title="Data-parallel scaling (fit with interval)"))

@@ -31,13 +31,14 @@ level: float = 0.9  # confidence level of the time-to-target interval
 # %%
 from IPython.display import display
 
-from hweval import charts, report
+from hweval import analysis, charts
 import workloads as wl
+
+charts.enable_inline()  # offline inline SVG (no CDN): JupyterLab, executed notebooks, nbconvert
 
 res = wl.run(workload, {**({"preset": preset} if preset else {}), "stop_at_target": False, **workload_params}, target_loss=target_loss or None,
              max_steps=max_steps, max_time_s=max_time_s).to_json()
-conv = report.convergence_section([res], level=level)
+conv = analysis.convergence_section([res], level=level)
 print(conv["summary"])
-report.record_fit("convergence", conv)
 display(charts.band_curve(conv["points"], conv["curve"], x="step", y="loss", x_title="step", y_title="eval loss",
                           title="Eval loss with fitted extrapolation band", target=conv.get("target")))

@@ -11,35 +11,54 @@
 # ---
 
 # %% [markdown]
-# # 05 Procurement report: cost per convergence across catalog nodes
+# # 05 Procurement report: the declared training job, priced on every catalog node
 #
-# Reads this plan's measurements from the store, fits the models again
-# (roofline, scaling, comms, convergence), projects time to target on each
-# catalog node (measured where the node was measured, otherwise from catalog
-# peak x assumed utilization, stated as *projected*), prices it per pricing
-# mode, ranks, draws the time-cost Pareto front and the sensitivity, and
-# writes one self-contained HTML report with PNG/SVG charts.
+# Reads this plan's measurements from the store and its declared training job
+# (the plan's `job:` section), runs the one analysis pipeline
+# (`hweval.analysis.analyze`: fits, the calibrated predictor per node x
+# accelerator count, prices per mode with itemized intervals, the Pareto front
+# and a recommendation), shows the answer and the charts here, and writes one
+# self-contained HTML report (`hweval.report`, rendering only).
 
 # %% tags=["parameters"]
 plan_name: str = ""  # plan whose results are reported (empty: every result in the store)
-report_dir: str = "out/report"  # where report.html and charts/ are written
-candidates: list[str] = []  # catalog node ids to compare (empty list: the whole catalog)
-pricing: list[str] = ["on_demand", "reserved", "spot", "on_prem"]  # pricing modes compared
-dtype: str = "bf16"  # dtype whose datasheet peak the projections use
-utilization: float = 0.35  # assumed MFU on nodes that were not measured (projection)
-utilization_range: list[float] = [0.2, 0.5]  # low/high MFU for the projection interval
+report_dir: str = "out/report"  # where report.html, charts/ and options.csv are written
+job: dict = {}  # the training job (the plan's job section, injected by the runner; empty: no job)
+candidates: list[str] = []  # catalog node ids to compare (empty: every accelerator node)
+catalog_dir: str = ""  # catalog directory or file (empty: data/catalog)
+prices_csv: str = ""  # a buyer's price quotes CSV (node, mode, usd_per_accelerator_hour, as_of, source)
 measured_node: str = ""  # catalog id of the measured machine (empty: match the fingerprint)
+today: str = ""  # date prices are judged stale against, YYYY-MM-DD (empty: today)
 title: str = "hweval procurement report"  # report title
 
 # %%
-from IPython.display import HTML, display
+from IPython.display import display
 
-from hweval import report
+from hweval import analysis, charts, report
 
-out = report.build_report(plan=plan_name or None, report_dir=report_dir, candidates=candidates or None,
-                          pricing=pricing, dtype=dtype, utilization=utilization,
-                          utilization_range=tuple(utilization_range), measured_node=measured_node or None,
-                          title=title)
+charts.enable_inline()  # offline inline SVG (no CDN)
+
+out = report.build_report(plan=plan_name or None, report_dir=report_dir, job=job or None,
+                          catalog_dir=catalog_dir or None, prices=prices_csv or None, candidates=candidates or None,
+                          measured_node=measured_node or None, today=today or None, title=title)
+an = out.analysis
 print(out.html)
-print(out.recommendation)
-out.ranking
+print(an.recommendation)
+
+# %% [markdown]
+# ## Options: best accelerator count per node and pricing mode
+
+# %%
+import pandas as pd
+
+unit = analysis.time_unit([o.time_s for o in an.options])
+pd.DataFrame([report.option_row(o, unit, an.level) for o in an.best_per_node()])
+
+# %% [markdown]
+# ## Charts
+
+# %%
+for name, (chart, caption) in report.charts_of(an).items():
+    if chart is not None:
+        display(chart)
+        print(caption)

@@ -1,81 +1,139 @@
-"""Report builder on synthetic store records (no notebooks): sections, ranking labels, Pareto, offline HTML."""
+"""Report rendering on synthetic store records (no notebooks): offline HTML, human units, one caption per chart."""
 
 from __future__ import annotations
 
 import math
 import re
 
-from hweval import report
-from hwcore.store import Record, Store
+import pytest
+
+from hweval import analysis, report
+from hwcore.records import KernelRecord, WorkloadRecord
+from hwcore.store import Store
 
 NODE = "cpu-epyc-zen4-2c"
+JOB = {"model": "llama2-7b", "tokens": 1e12, "global_batch": 1024, "accelerators": [256, 512],
+       "deadline_days": 30, "pricing": ["on_demand", "spot", "on_prem"]}
+CANDIDATES = ["h100-sxm", "mi300x", "gaudi3"]
 
 
-def _seed(store: Store) -> None:
+def seed(store: Store) -> None:
     recs = []
-    # roofline: a compute-bound and two memory-bound kernels (flops, bytes, seconds known)
-    for name, fl, by, s in (("gemm", 2 * 512**3, 3 * 4 * 512**2, 2 * 512**3 / 1e11),
-                            ("stream_triad", 2e6, 24e6, 24e6 / 2e10), ("stream_copy", 0.0, 16e6, 16e6 / 2e10)):
-        recs.append(Record(kind="kernel", name=name, params={"dtype": "fp32" if name == "gemm" else "fp64"},
-                           metrics={"flops": fl, "bytes": by, "median_s": s}, plan="p"))
-    # convergence: loss = 2 + 30 * samples^-0.5, sampled every 10 steps at batch 8; target 2.5 is reachable
-    curve = [{"step": k, "tokens": k * 256, "seconds": 0.01 * k, "loss": 2 + 30 * (8 * k) ** -0.5}
+    # roofline: a compute-bound GEMM (fp32) and STREAM at a cache-resident and a DRAM working set
+    for name, dt, fl, by, s in (("gemm", "fp32", 2 * 512**3, 3 * 4 * 512**2, 2 * 512**3 / 1e11),
+                                ("stream_triad", "fp64", 2e6, 24e6, 24e6 / 8e10),
+                                ("stream_triad", "fp64", 2e8, 2.4e9, 2.4e9 / 2e10),
+                                ("stream_copy", "fp64", 0.0, 1.6e9, 1.6e9 / 2e10)):
+        recs.append(KernelRecord(kernel=name, params={"dtype": dt, "n": int(by // 24)},
+                                 metrics={"flops": fl, "bytes": by, "median_s": s, "flops_per_s": fl / s,
+                                          "bytes_per_s": by / s, "noise_ratio": 0.04,
+                                          "noise_warning": name == "stream_copy"}, plan="p").to_record())
+    # convergence: loss = 2 + 30 * samples^-0.5, every 10 steps at batch 8; target 2.5 is reachable
+    curve = [{"step": k, "tokens": k * 512, "seconds": 0.01 * k, "loss": 2 + 30 * (8 * k) ** -0.5}
              for k in range(10, 210, 10)]
     for sps in (800.0, 820.0, 790.0):
-        recs.append(Record(kind="workload", name="transformer_lm", notebook="04_convergence", plan="p",
-                           params={"batch_size": 8, "nprocs": 1, "target_loss": 2.5},
-                           metrics={"loss_curve": curve, "samples_per_s": sps, "flops_per_step": 5e7,
-                                    "target_loss": 2.5, "steps_to_target": None}))
+        recs.append(WorkloadRecord(workload="transformer_lm", notebook="04_convergence", plan="p",
+                                   params={"batch_size": 8, "nprocs": 1, "target_loss": 2.5, "layers": 2, "width": 64,
+                                           "heads": 4, "seq_len": 64, "vocab": 256, "precision": "fp32"},
+                                   metrics={"loss_curve": curve, "samples_per_s": sps, "flops_per_step": 5e7,
+                                            "target_loss": 2.5, "steps_to_target": None, "mfu": 0.12}).to_record())
     store.append(recs)
 
 
-def test_build_report_offline_and_labelled(tmp_path, store_path):
-    st = Store(store_path)
-    _seed(st)
-    out = report.build_report(store=st, plan="p", report_dir=tmp_path / "rep", candidates=[NODE, "h100-sxm"],
-                              pricing=["on_demand"], measured_node=NODE)
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rep")
+    st = Store(d / "store")
+    seed(st)
+    out = report.build_report(store=st, plan="p", report_dir=d / "rep", job=JOB, candidates=CANDIDATES,
+                              measured_node=NODE, today="2025-12-01")
+    return st, out
+
+
+def test_report_offline_human_units_and_captions(built):
+    st, out = built
     text = out.html.read_text()
     assert not re.search(r"<script[^>]+src\s*=\s*['\"]?https?:", text, re.I)
-    rows = out.ranking
-    assert set(rows["basis"]) == {"measured", "projected"}
-    assert set(rows.loc[rows["basis"] == "measured", "node"]) == {NODE}
-    # cost = time x price, every interval brackets its point
-    for r in rows.to_dict("records"):
-        assert math.isclose(r["cost_usd"], r["time_to_target_s"] / 3600 * r["usd_per_hour"], rel_tol=1e-9)
-        assert r["lo"] <= r["cost_usd"] <= r["hi"]
-    # a row is on the Pareto front iff nothing is both faster and cheaper
-    recs = rows.to_dict("records")
-    for r in recs:
-        dominated = any(o["time_to_target_s"] <= r["time_to_target_s"] and o["cost_usd"] <= r["cost_usd"]
-                        and (o["time_to_target_s"] < r["time_to_target_s"] or o["cost_usd"] < r["cost_usd"])
-                        for o in recs if o is not r)
-        assert r["pareto"] == (not dominated)
-    assert out.recommendation.startswith("Cheapest way to reach the target: ")
-    assert {"roofline", "loss", "cost", "pareto", "sensitivity"} <= set(out.charts)
+    assert "90% intervals throughout" in text
+    body = re.sub(r"<script>.*?</script>", "", text, flags=re.S)
+    # no scientific notation for money or time anywhere a reader sees
+    assert not re.search(r"\$\s?\d+(\.\d+)?e[+-]?\d", body)
+    assert not re.search(r"\d\.\d+e[+-]\d+ (s|h|days|USD)", body)
+    # one caption per chart, each different
+    caps = re.findall(r"<p class='caption'>(.*?)</p>", body)
+    assert len(caps) == len(set(caps)) == len(out.charts)
+    assert {"pareto", "cost", "interval", "roofline", "loss"} <= set(out.charts)
     assert len(st.records(kind="report")) == 1
 
 
-def test_convergence_section_predicts_known_curve(store_path):
-    st = Store(store_path)
-    _seed(st)
-    rows = report._kernel_records(st, "p", "workload")
-    conv = report.convergence_section(rows, level=0.9)
-    # loss(samples) = 2 + 30 / sqrt(samples) = 2.5  ->  samples = 3600  ->  step 450 at batch 8
-    assert conv["ok"] and conv["fit"]["reachable"]
-    assert abs(conv["fit"]["steps_to_target"] - 450) / 450 < 0.05
-    assert conv["fit"]["seconds_per_step"] == 8 / 800.0
+def test_recommendation_sentence(built):
+    _, out = built
+    rec = out.recommendation
+    assert rec.startswith("Train llama2-7b on 1T tokens on ")
+    assert re.search(r"\d+ x (h100-sxm|mi300x|gaudi3) ", rec)
+    assert re.search(r"\d[\d,.]* (days|h)\b", rec) and re.search(r"\$[\d,.]+[kMB]?", rec)
+    assert "90%:" in rec and "as of" in rec
 
 
-def test_roofline_section_recovers_ceilings(store_path):
-    st = Store(store_path)
-    _seed(st)
-    sec = report.roofline_section(report._kernel_records(st, "p", "kernel"), node=NODE)
+def test_unavailable_modes_are_said_and_prices_dated(built):
+    _, out = built
+    an = out.analysis
+    # gaudi3 has no on-demand or spot price; mi300x no spot: said, not dropped
+    said = {(u.node, u.pricing) for u in an.unavailable}
+    assert {("gaudi3", "on_demand"), ("gaudi3", "spot"), ("mi300x", "spot")} <= said
+    text = out.html.read_text()
+    assert "Asked for but not available" in text and "older than 12 months" in text
+    for o in an.options:
+        assert o.price.provider and o.price.as_of
+        assert o.cost_lo_usd < o.cost_usd < o.cost_hi_usd
+        assert math.isclose(o.cost_usd, o.accelerator_hours * o.price.usd_per_accelerator_hour, rel_tol=1e-12)
+
+
+def test_roofline_same_dtype_datasheet_and_cache_label(built):
+    _, out = built
+    sec = out.analysis.sections["roofline"]
     assert sec["ok"]
-    assert math.isclose(sec["fit"]["peak_flops_per_s"], 1e11, rel_tol=1e-6)
+    assert set(sec["fit"]["datasheet"]) == {"fp32"}  # fp32 measured -> fp32 datasheet, nothing else
+    names = {c["ceiling"] for c in sec["ceilings"]}
+    assert "cache-resident bandwidth (measured)" in names and any("datasheet" in n and "fp32" in n for n in names)
+    kinds = {p["memory"] for p in sec["points"]}
+    assert kinds == {"cache-resident", "DRAM"}
+    # the DRAM fit ignores the cache-resident point (8e10 B/s) and recovers 2e10 B/s
     assert math.isclose(sec["fit"]["peak_bytes_per_s"], 2e10, rel_tol=1e-6)
 
 
-def test_empty_store_report_says_so(tmp_path, store_path):
+def test_noise_warnings_reach_report(built):
+    _, out = built
+    assert any("stream_copy" in w for w in out.analysis.measurements.noise_warnings)
+    assert "noisy measurement: stream_copy" in out.html.read_text()
+
+
+def test_convergence_section_predicts_known_curve(built):
+    st, _ = built
+    m = analysis.load_measurements(st, "p")
+    conv = analysis.convergence_section(m.workloads, level=0.9)
+    # loss(samples) = 2 + 30 / sqrt(samples) = 2.5  ->  samples = 3600  ->  step 450 at batch 8
+    assert conv["ok"] and conv["fit"]["reachable"]
+    assert abs(conv["fit"]["steps_to_target"] - 450) / 450 < 0.05
+
+
+def test_scaling_not_identified_says_not_enough_data():
+    rows = [{"workload": "w", "status": "ok", "params": {"nprocs": n}, "samples_per_s": v}
+            for n, v in ((1, 100.0), (1, 101.0), (2, 180.0), (2, 182.0))]
+    sec = analysis.scaling_section(rows)
+    assert not sec["ok"] and "not enough data" in sec["summary"] and sec["curve"] == []
+
+
+def test_empty_store_without_job_says_so(tmp_path, store_path):
     out = report.build_report(store=Store(store_path), plan="nothing", report_dir=tmp_path / "rep")
-    assert out.ranking.empty and out.recommendation.startswith("No recommendation")
+    assert out.analysis.options == () and out.recommendation.startswith("No recommendation")
     assert "run 01_node_characterization" in out.html.read_text()
+
+
+def test_fmt_helpers_never_scientific():
+    assert analysis.fmt_usd(1_620_000) == "$1.62M"
+    assert analysis.fmt_usd(15_081.7) == "$15.1k"
+    assert analysis.fmt_usd(2_345) == "$2,345"
+    assert analysis.fmt_duration(9.8 * 86400) == "9.8 days"
+    assert analysis.fmt_duration(5400, ("h", 3600.0)) == "1.5 h"
+    assert analysis.fmt_rate(1.23e12, "FLOP/s") == "1.23 TFLOP/s"
