@@ -23,6 +23,7 @@ CAL_COLUMNS = ["node_id", "quantity", "value", "unit", "condition", "framework",
 CAL_UNITS = {"matmul_tflops": "TFLOP/s", "memory_bw_GBps": "GB/s", "busbw_GBps": "GB/s",
              "launch_overhead_us": "us", "attention_tflops": "TFLOP/s"}
 SPEC_KEYS = ["d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "glu", "vocab"]
+OPTIONAL_SPEC_KEYS = {"head_dim", "tied_embeddings", "learned_positions"}
 
 
 def _read(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -84,9 +85,11 @@ def test_training_runs_schema_and_values(runs):
             assert par[0] * par[1] * par[2] == n, f"{rid}: dp*tp*pp != accelerators"
         if "=" in r["model"]:
             kv = dict(item.split("=", 1) for item in r["model"].split(","))
-            assert list(kv)[:len(SPEC_KEYS)] == SPEC_KEYS and set(kv) - set(SPEC_KEYS) <= {"head_dim"}, rid
+            assert list(kv)[:len(SPEC_KEYS)] == SPEC_KEYS and set(kv) - set(SPEC_KEYS) <= OPTIONAL_SPEC_KEYS, rid
             assert kv["glu"] in {"true", "false"}, rid
-            assert all(int(v) > 0 for k, v in kv.items() if k != "glu"), rid
+            bools = {"glu", "tied_embeddings", "learned_positions"}
+            assert all(kv[k] in {"true", "false"} for k in bools & set(kv)), rid
+            assert all(int(v) > 0 for k, v in kv.items() if k not in bools), rid
             assert int(kv["n_heads"]) % int(kv["n_kv_heads"]) == 0, rid
 
 
