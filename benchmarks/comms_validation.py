@@ -28,7 +28,7 @@ from hwmodels.catalog import load_catalog  # noqa: E402
 from hwmodels.comms import AlphaBeta, CommsModel, LinkModel  # noqa: E402
 
 REF = ROOT / "data" / "reference" / "nccl_tests"
-FIT_MIN, FIT_MAX, TEST_MIN = 32 * 2**10, 256 * 2**20, 2**30
+FIT_MIN, FIT_MAX, TEST_MIN = int(__import__("os").environ.get("FIT_MIN", 32 * 2**10)), 256 * 2**20, 2**30
 LEVEL = 0.90
 
 

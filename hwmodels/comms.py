@@ -308,14 +308,19 @@ def _fit_regime(s_eff: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarra
             if best is None or sol.cost < best.cost:
                 best = sol
     theta = best.x
+    at_bound = tuple(bool(v) for v in (np.isclose(theta, lb, atol=1e-3) | np.isclose(theta, ub, atol=1e-3)))
     r = _ramp_log_time(theta, s_eff) - y
     rss = float(np.einsum("i,i->", r, r))
     dof = int(s_eff.size - 3)
     J = _ramp_grad(theta, s_eff)
     s2 = rss / dof if dof > 0 else math.inf
-    with single_thread_blas():
-        cov = np.linalg.pinv(J.T @ J) * s2
-    return theta, cov, rss, dof
+    free = ~np.array(at_bound)
+    cov = np.zeros((3, 3))
+    if free.any():  # a parameter pinned at its bound is held fixed: covariance of the others, conditional on it
+        Jf = J[:, free]
+        with single_thread_blas():
+            cov[np.ix_(free, free)] = np.linalg.pinv(Jf.T @ Jf) * s2
+    return theta, cov, rss, dof, at_bound
 
 
 def _switch_points(sizes: np.ndarray, t_geo: np.ndarray) -> list[int]:
@@ -366,7 +371,8 @@ class CommsResult(FitResult):
         q = t_quantile(1 - alpha / 2, self.dof)
         se = np.sqrt(np.maximum(np.diag(self.cov), 0.0))
         v = self.values
-        lo, hi = np.exp(v - q * se), np.exp(v + q * se)
+        with np.errstate(over="ignore"):
+            lo, hi = np.exp(v - q * se), np.exp(v + q * se)
         return {"alpha_s": (float(lo[0]), float(hi[0])), "fill_s": (float(lo[1]), float(hi[1])),
                 "busbw_inf_bytes_per_s": (float(1 / hi[2]), float(1 / lo[2]))}
 
@@ -455,6 +461,8 @@ class CommsResult(FitResult):
         b = ci["busbw_inf_bytes_per_s"]
         lines.append(f"  B_inf   {self.busbw_inf / 1e9:10.4g} GB/s [{b[0] / 1e9:.4g}, {b[1] / 1e9:.4g}] (bus bandwidth)")
         lines.append(f"  residual sd (ln t) {math.sqrt(self.s2_pred):.3g}; intervals {1 - alpha:.0%}")
+        if self.meta.get("at_bound"):
+            lines.append(f"  at the search bound (held fixed there; its interval is not an estimate): {', '.join(self.meta['at_bound'])}")
         return "\n".join(lines)
 
     def to_dict(self, alpha: float = 0.05) -> dict[str, Any]:
@@ -529,7 +537,7 @@ class CommsModel:
         dof_within = int(s.size - sizes.size)
         s2_within = float(np.einsum("i,i->", dev, dev) / dof_within) if dof_within > 0 else 0.0
         for a, b in zip(bounds[:-1], bounds[1:]):
-            theta, cov, rss, dof = _fit_regime(f * sizes[a:b], t_geo[a:b])
+            theta, cov, rss, dof, at_bound = _fit_regime(f * sizes[a:b], t_geo[a:b])
             regimes.append(Regime(lo_bytes=float(sizes[a]), hi_bytes=float(sizes[b - 1]), theta=theta, cov=cov,
                                   n=int(b - a), dof=dof, rss=rss))
             rss_tot += rss
@@ -541,7 +549,9 @@ class CommsModel:
         res = CommsResult(model=f"comms_ramp[{self.collective}]", names=("ln_alpha_s", "ln_fill_s", "ln_inv_busbw"),
                           values=top.theta, cov=top.cov, n=int(s.size), dof=top.dof, rss=top.rss,
                           meta={"fit_space": "ln time", "regimes": len(regimes),
-                                "switches_at_bytes": [float(sizes[i]) for i in starts]},
+                                "switches_at_bytes": [float(sizes[i]) for i in starts],
+                                "at_bound": [n for n, hit in zip(("alpha_s", "fill_s", "busbw_inf_bytes_per_s"),
+                                                                 at_bound) if hit]},
                           collective=self.collective, ranks=float(ranks), latency_scaling=self.latency_scaling,
                           regimes=tuple(regimes), s2_pred=float(s2_pred),
                           fit_max_bytes=float(sizes[-1]))
