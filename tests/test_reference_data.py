@@ -36,7 +36,7 @@ def _known_ids(readme: Path) -> set[str]:
     ids = {tomllib.loads(p.read_text())["id"] for p in (REPO / "data" / "catalog").glob("*.toml")}
     m = re.search(r"^Pending catalog ids[^\n]*\n([^\n]+)", readme.read_text(), re.M)
     if m:
-        ids |= {s.strip() for s in m.group(1).split(",") if s.strip()}
+        ids |= {s.strip() for s in m.group(1).split(",") if s.strip() and not s.strip().startswith("(")}
     return ids
 
 
