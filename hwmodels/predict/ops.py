@@ -119,6 +119,17 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
     ops += _fwd_bwd("attn_out", t, d, q // tp, full)
     ops += _fwd_bwd("mlp_up", t, f * (2 if spec.glu else 1) // tp, d, full)
     ops += _fwd_bwd("mlp_down", t, d, f // tp, full)
+    if precision == "fp8":
+        # TransformerEngine-style fp8: every GEMM input is cast from 16 bits to fp8 first (read 2 B + write 1 B
+        # per element): forward the activation and the weight; backward the output gradient and the
+        # transposed copies (Micikevicius et al. 2022, "FP8 Formats for Deep Learning", arXiv:2209.05433,
+        # section 4; TE casts per GEMM). Amax reductions are left out.
+        for ph in ("fwd", "bwd") + (("recompute",) if full else ()):
+            nb = 0.0
+            for o in ops:
+                if o.kind == "gemm" and o.phase == ph:
+                    nb += 3.0 * (o.m * o.k + o.k * o.n) * (0.5 if ph == "bwd" else 1.0)
+            ops.append(Op(name="fp8_cast", kind="memory", phase=ph, nbytes=nb, launches=4))
     # attention core
     heads = max(spec.n_heads // tp, 1)
     model_fwd = 4.0 * b * s * s * q / tp

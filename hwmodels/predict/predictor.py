@@ -79,8 +79,10 @@ def _layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, r
 
 @lru_cache(maxsize=10_000)
 def _head_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, precision: str):
-    return _cost_ops(cal, O.head_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, precision=precision), seq,
-                     precision, tp, "intra", 1)
+    # the output layer stays in 16 bits under fp8 (TransformerEngine keeps the LM head and embedding in bf16)
+    prec = "bf16" if precision == "fp8" else precision
+    return _cost_ops(cal, O.head_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, precision=prec), seq,
+                     prec, tp, "intra", 1)
 
 
 def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: int, level: str, rpn: int):
