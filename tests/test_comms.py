@@ -243,9 +243,12 @@ def test_public_dgx_h100_curve_fit_to_256mib_predicts_1_to_16gib():
 def test_parameter_at_bound_is_flagged_and_held_fixed():
     f = busbw_factor("all_reduce", 8)
     t = (np.sqrt(50e-6) + np.sqrt(f * SIZES / 300e9)) ** 2  # no launch latency at all
-    r = CommsModel(regimes="single").fit(SIZES, time_s=noisy(t, 0.01, 4), ranks=8)
-    assert r.meta["at_bound"] == ["alpha_s"]
+    r = CommsModel(regimes="single").fit(SIZES, time_s=t, ranks=8)
+    assert r.meta["at_bound"] == ["alpha_s"] and r.alpha_s < 2e-9
     assert "held fixed" in r.summary()
     lo, hi = r.conf_int(0.05)["busbw_inf_bytes_per_s"]
+    assert lo == pytest.approx(300e9, rel=1e-3) and hi == pytest.approx(300e9, rel=1e-3)
+    noisy_fit = CommsModel(regimes="single").fit(SIZES, time_s=noisy(t, 0.01, 4), ranks=8)
+    lo, hi = noisy_fit.conf_int(0.05)["busbw_inf_bytes_per_s"]
     assert lo < 300e9 < hi and hi / lo < 1.2
     assert np.all(np.isfinite(r.predict(SIZES)["pred_hi"]))
