@@ -305,3 +305,42 @@ def test_measured_gemm_sweep_sets_the_shape_curve(cat):
     assert 0.4 < cal.gemm_eff(512, 512, 512, "fp32") < 0.8  # interpolated on log FLOPs
     assert cal.gemm_eff(4096, 4096, 4096, "fp32") == pytest.approx(0.8)  # clamped
     assert cal.matmul_eff_max["fp32"].kind == "measured"
+
+
+def test_pipeline_bubble_follows_narayanan(a100):
+    s = preset("gpt3-175b")
+    kw = dict(dp=1, tp=8, pp=8, micro_batch=1, sharding="none", recompute="full", sequence_parallel=True)
+    st1 = step_times(s, a100, Layout(interleave=1, **kw), global_batch=16)
+    st2 = step_times(s, a100, Layout(interleave=2, **kw), global_batch=16)
+    # bubble = (p - 1) / v x per-micro-batch stage time (compute + memory-bound + TP and p2p traffic)
+    assert 7 * st1.compute / 16 < st1.bubble < 7 * (st1.compute + st1.memory_bound + st1.exposed_comm) / 16
+    assert st2.bubble == pytest.approx(st1.bubble / 2, rel=0.05)  # p2p doubles with v, the rest halves
+
+
+def test_hybrid_shard_keeps_sharded_traffic_in_the_domain(cat):
+    cal = calibrate(cat.get("tpu-v5e"))
+    s = parse_spec("d_model=4096,n_layers=16,n_heads=32,vocab=32000")
+    flat = Layout(dp=512, micro_batch=2, sharding="full_shard", recompute="full")
+    hyb = replace(flat, hybrid_shard=True)
+    assert hyb.shard_degree(cal.scale_up_size) == 256 and flat.shard_degree(cal.scale_up_size) == 512
+    t_flat = step_times(s, cal, flat, global_batch=1024)
+    t_hyb = step_times(s, cal, hyb, global_batch=1024)
+    assert t_hyb.exposed_comm < t_flat.exposed_comm
+    assert t_hyb.memory.weights > t_flat.memory.weights  # sharded over fewer ranks
+
+
+def test_predict_workload_local_closed_loop(cat):
+    from hwmodels.predict.predictor import predict_workload
+
+    cal = calibrate(cat.get("cpu-epyc-zen4-2c"))
+    small = predict_workload("transformer_lm", {"layers": 2, "width": 64, "heads": 4, "seq_len": 64, "vocab": 256,
+                                                "batch_size": 16}, cal)
+    big = predict_workload("transformer_lm", {"layers": 4, "width": 128, "heads": 4, "seq_len": 64, "vocab": 256,
+                                              "batch_size": 16}, cal)
+    assert 0 < small["step_time_s"] < big["step_time_s"]
+    ck = predict_workload("transformer_lm", {"layers": 2, "width": 64, "heads": 4, "seq_len": 64, "vocab": 256,
+                                             "batch_size": 16, "activation_checkpointing": True}, cal)
+    assert ck["hardware_flops_per_step"] > ck["model_flops_per_step"] and ck["step_time_s"] > small["step_time_s"]
+    for name, cfg in (("timeseries_forecaster", {"hidden": 32, "context": 64}), ("mlp_regressor", {"hidden": 64})):
+        out = predict_workload(name, {**cfg, "batch_size": 32}, cal)
+        assert out["step_time_s"] > 0 and set(out["breakdown_s"]) >= {"compute", "memory_bound"}
