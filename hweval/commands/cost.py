@@ -1,4 +1,13 @@
-"""``hweval cost``: rank node types by cost per convergence.
+"""``hweval cost``: what a declared training job costs on each catalog node, or cost per convergence.
+
+``--plan PLAN.yaml`` (the procurement answer): the plan's ``job:`` section
+priced on every candidate node x accelerator count x pricing mode by
+:func:`hweval.analysis.analyze` -- the same call the report and notebook 05
+make, so the three agree; ``--prices FILE.csv`` applies a buyer's quotes,
+``--catalog DIR`` another catalog, ``--today`` the date prices are judged
+stale against.
+
+``--workload-results`` (measured throughput -> cost per convergence):
 
 ``--workload-results`` is a CSV (format in :mod:`hwmodels.cost`: columns
 ``node``, optional ``nodes``, ``samples_per_s`` and/or ``time_to_target_s``,
@@ -166,10 +175,52 @@ def _from_store(run_id: str, store_path: str | None, catalog):
     return workloads, curve, BadRows(bad, first, ("metrics",)), notes
 
 
+def _plan_answer(plan_path: str, catalog_path: str | None, prices: str | None, today: str | None,
+                 candidates: str | None, store_path: str | None, as_json: bool) -> None:
+    from hweval import analysis as A
+    from hweval.plan import load_plan
+
+    plan = load_plan(plan_path)
+    if plan.job is None:
+        raise InputError(f"--plan: {plan_path} declares no job (add a 'job:' section: model, tokens or target_loss, "
+                         "accelerators or deadline_days, pricing)")
+    cands = [c.strip() for c in candidates.split(",") if c.strip()] if candidates else \
+        (plan.report.params.get("candidates") if plan.report is not None else None) or None
+    prices = prices or ((plan.report.params.get("prices_csv") or None) if plan.report is not None else None)
+    cat = A.load_catalog(catalog_path, None)
+    for c in cands or []:
+        if c not in cat:
+            raise InputError(f"--candidates: unknown node {c!r}; valid choices: {', '.join(sorted(cat.ids()))}")
+    an = A.analyze(store=open_store(store_path, write=False), plan=plan.name, job=plan.job, catalog_dir=catalog_path,
+                   prices=prices, candidates=cands, today=today)
+    if as_json:
+        echo_json(an.to_dict())
+        return
+    unit = A.time_unit([o.time_s for o in an.options])
+    click.echo(an.recommendation)
+    click.echo(f"\nbest count per node and pricing mode ({an.level:.0%} intervals; {an.validation}):")
+    click.echo(f"{'option':<44} {'time (' + unit[0] + ')':>11} {'cost':>10} {'interval':>22} {'MWh':>8} {'price as of':>12}")
+    for o in an.best_per_node():
+        click.echo(f"{o.label:<44} {o.time_s / unit[1]:>11,.1f} {A.fmt_usd(o.cost_usd):>10} "
+                   f"{A.fmt_usd(o.cost_lo_usd) + ' to ' + A.fmt_usd(o.cost_hi_usd):>22} {o.energy_mwh:>8,.1f} "
+                   f"{o.price.as_of + ('*' if o.price.stale else ''):>12}")
+    if an.stale_prices:
+        click.echo("* price older than 12 months")
+    for u in an.unavailable:
+        click.echo(f"not available: {u.node}{f' x {u.accelerators}' if u.accelerators else ''}"
+                   f"{f' ({u.pricing})' if u.pricing else ''}: {u.reason}", err=True)
+
+
 @click.command()
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False), default=None,
+              help="Plan whose declared job is priced (the report's numbers).")
+@click.option("--prices", "prices", type=click.Path(dir_okay=False), default=None,
+              help="A buyer's quotes CSV (node, mode, usd_per_accelerator_hour, as_of, source).")
+@click.option("--today", default=None, help="Date prices are judged stale against, YYYY-MM-DD (default: today).")
+@click.option("--candidates", default=None, help="Comma-separated catalog node ids (with --plan; default: the plan's).")
 @click.option("--catalog", "catalog_path", type=click.Path(), default=None,
               help="Catalog TOML file or directory (default: data/catalog).")
-@click.option("--workload-results", "results", required=True,
+@click.option("--workload-results", "results", default=None,
               help="Workload-results CSV, or a run id of workload records in the store.")
 @click.option("--target", default=None, help="loss=Y (fit the loss curve), samples=N (fixed work), or omit to use time_to_target_s.")
 @click.option("--pricing", "modes", multiple=True, type=click.Choice(MODES), help="Pricing modes (repeatable; default all).")
@@ -178,18 +229,24 @@ def _from_store(run_id: str, store_path: str | None, catalog):
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_model_errors
-def cost(catalog_path, results, target, modes, level, draws, store_path, as_json) -> None:
-    """Rank node types by cost to reach a target, with intervals, Pareto front, break-even and sensitivity."""
+def cost(plan_path, prices, today, candidates, catalog_path, results, target, modes, level, draws, store_path,
+         as_json) -> None:
+    """Price a plan's declared job on every catalog node (--plan), or rank node types by measured cost to a target."""
     import numpy as np
 
-    from hwmodels.catalog import load_catalog
+    from hweval.analysis import load_catalog
     from hwmodels.convergence import Convergence
     from hwmodels.cost import CostModel, read_workload_csv
 
+    if (plan_path is None) == (results is None):
+        raise InputError("give exactly one of --plan (price the plan's declared job) or --workload-results")
+    if plan_path is not None:
+        _plan_answer(plan_path, catalog_path, prices, today, candidates, store_path, as_json)
+        return
     if not 0 < level < 1:
         raise InputError(f"--level must be in (0, 1), got {level}")
     kind, value = _parse_target(target)
-    cat = load_catalog(catalog_path)
+    cat = load_catalog(catalog_path, prices)
     notes: list[str] = []
     if os.path.isfile(results):
         workloads, curve, bad = read_workload_csv(results)
