@@ -57,7 +57,7 @@ ENV_VAR = "HWEVAL_STORE"
 QUARANTINE_DIR = "quarantine"  # damaged parts are moved here, each beside a <name>.reason.txt
 TMP_GRACE_ENV = "HWEVAL_STORE_TMP_GRACE_S"
 DEFAULT_TMP_GRACE_S = 3600.0  # hidden .tmp files untouched this long belong to a killed writer
-CACHE_FILE = ".hweval-parts-ok.json"  # parts that passed the footer check, by (name, size, mtime)
+CACHE_FILE = ".hweval-parts-ok.log"  # parts known good, by (size, mtime, name); appended by writers
 
 SCHEMA = pa.schema(
     [
@@ -223,6 +223,8 @@ class Store:
             tmp.unlink(missing_ok=True)
             raise
         _fsync_dir(self.path)
+        with contextlib.suppress(OSError, ValueError):
+            _OkCache.for_store(self.path).committed(final)
         if not self._tmp_cleaned:  # once per Store object: leftovers of writers killed long ago
             self._tmp_cleaned = True
             with contextlib.suppress(OSError, InputError):
@@ -249,7 +251,8 @@ class Store:
         Damaged parts are moved to ``<store>/quarantine/`` with a reason file and a
         :class:`StoreWarning` naming the part and why (``quarantine=False``: only
         reported, nothing changes). Results of the cheap check are cached by
-        (name, size, mtime), in memory and in ``<store>/.hweval-parts-ok.json``.
+        (name, size, mtime) in memory; parts logged good by their writer in
+        ``<store>/.hweval-parts-ok.log`` are not opened at all.
         """
         cache = _OkCache.for_store(self.path)
         good: list[Path] = []
@@ -272,8 +275,6 @@ class Store:
                 good.append(p)
                 continue
             damaged.append(self._handle_damaged(p, reason, quarantine=quarantine))
-        if quarantine:  # a pure report (check) writes nothing, not even the cache
-            cache.save()
         tmp_stale, tmp_fresh = self._tmp_files(tmp_grace_s)
         return StoreScan(store=self.path, parts=good, damaged=damaged, stale_tmp=tmp_stale, fresh_tmp=tmp_fresh,
                          quarantined=self.quarantined())
@@ -368,6 +369,8 @@ class Store:
             warnings.simplefilter("ignore", StoreWarning)
             res = self.scan(quarantine=True, deep=deep, tmp_grace_s=tmp_grace_s)
         removed = self.clean_tmp(tmp_grace_s)
+        with contextlib.suppress(OSError):
+            _OkCache.for_store(self.path).rewrite(res.parts)
         return replace(res, stale_tmp=removed, removed_tmp=True)
 
     def connect(self, *, sandbox: bool = True):  # -> duckdb.DuckDBPyConnection
@@ -553,7 +556,14 @@ def _first_line(exc: BaseException) -> str:
 
 
 class _OkCache:
-    """Parts that passed validation, keyed by (name, size, mtime_ns): in memory and in the store folder."""
+    """Parts known good, keyed by (name, size, mtime_ns): in memory, and in ``<store>/.hweval-parts-ok.log``.
+
+    The log is written only by writers: :meth:`Store.append` adds one line for
+    the part it just committed (``O_APPEND``, so concurrent writers interleave
+    whole lines), and ``repair`` rewrites it. Readers never write it, so a query
+    leaves the store as it was; a part missing from the log is checked once per
+    process. A lost or damaged line only costs a re-check.
+    """
 
     _instances: dict[str, _OkCache] = {}
     _lock = threading.Lock()
@@ -561,14 +571,14 @@ class _OkCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.file = root / CACHE_FILE
-        self.ok: dict[str, list[int]] = {}
-        self.deep_ok: dict[str, list[int]] = {}
-        self.dirty = False
-        self.loaded_key: tuple[int, int] | None = None
+        self.ok: dict[str, tuple[int, int]] = {}
+        self.deep_ok: dict[str, tuple[int, int]] = {}
+        self._offset = 0
+        self._ino: int | None = None
 
     @classmethod
     def for_store(cls, root: Path) -> _OkCache:
-        key = str(root.resolve()) if root.exists() else str(root)
+        key = os.path.abspath(root)
         with cls._lock:
             inst = cls._instances.get(key)
             if inst is None:
@@ -577,48 +587,66 @@ class _OkCache:
         return inst
 
     def _load(self) -> None:
+        """Read the lines added to the log since the last look (all of it if it was rewritten)."""
         try:
-            stt = self.file.stat()
+            with open(self.file, "rb") as fh:
+                stt = os.fstat(fh.fileno())
+                if stt.st_ino != self._ino or stt.st_size < self._offset:
+                    self._ino, self._offset = stt.st_ino, 0
+                fh.seek(self._offset)
+                data = fh.read()
         except OSError:
             return
-        k = (stt.st_size, stt.st_mtime_ns)
-        if k == self.loaded_key:
-            return
-        try:
-            data = json.loads(self.file.read_text())
-            if data.get("version") == 1 and isinstance(data.get("ok"), dict):
-                for name, v in data["ok"].items():
-                    self.ok.setdefault(name, v)
-        except (OSError, ValueError, AttributeError):
-            pass  # a damaged cache only costs a re-validation
-        self.loaded_key = k
+        end = data.rfind(b"\n") + 1  # a line being appended right now is read next time
+        for line in data[:end].decode(errors="replace").splitlines():
+            size, _, rest = line.partition(" ")
+            mtime, _, name = rest.partition(" ")
+            if size.isdigit() and mtime.isdigit() and name:
+                self.ok[name] = (int(size), int(mtime))
+        self._offset += end
 
     def _name(self, p: Path) -> str:
         return str(p.relative_to(self.root))
 
     def is_ok(self, p: Path, key: tuple[int, int], *, deep: bool) -> bool:
-        got = (self.deep_ok if deep else self.ok).get(self._name(p))
-        return got is not None and tuple(got) == key
+        return (self.deep_ok if deep else self.ok).get(self._name(p)) == key
 
     def mark_ok(self, p: Path, key: tuple[int, int], *, deep: bool) -> None:
         name = self._name(p)
         if deep:
-            self.deep_ok[name] = list(key)
-        if self.ok.get(name) != list(key):
-            self.ok[name] = list(key)
-            self.dirty = True
+            self.deep_ok[name] = key
+        self.ok[name] = key
 
-    def save(self) -> None:
-        if not self.dirty or not self.root.is_dir() or not os.access(self.root, os.W_OK):
-            return
-        live = {n: v for n, v in self.ok.items() if (self.root / n).exists()}
-        tmp = self.root / f"{CACHE_FILE}.{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp"
+    @staticmethod
+    def _line(name: str, key: tuple[int, int]) -> str:
+        return f"{key[0]} {key[1]} {name}\n"
+
+    def committed(self, p: Path) -> None:
+        """A writer just committed ``p`` (wrote it, fsynced and renamed it): log it as good."""
+        stt = p.stat()
+        key = (stt.st_size, stt.st_mtime_ns)
+        name = self._name(p)
+        self.ok[name] = key
+        fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            tmp.write_text(json.dumps({"version": 1, "ok": live}))
+            os.write(fd, self._line(name, key).encode())
+        finally:
+            os.close(fd)
+
+    def rewrite(self, parts: Iterable[Path]) -> None:
+        """Replace the log by exactly ``parts`` (checked just now): drops the lines of parts gone."""
+        lines = []
+        for p in parts:
+            key = self.ok.get(self._name(p))
+            if key is not None:
+                lines.append(self._line(self._name(p), key))
+        tmp = self.root / f".{CACHE_FILE}.{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp"
+        try:
+            tmp.write_text("".join(lines))
             os.replace(tmp, self.file)
-            self.dirty = False
         except OSError:
             tmp.unlink(missing_ok=True)
+        self._ino, self._offset = None, 0
 
 
 #: statements --sql may run: anything else (COPY, ATTACH, INSTALL/LOAD, EXPORT, SET, PRAGMA, CREATE, ...) is refused

@@ -197,8 +197,8 @@ def test_cli_queries_go_on_past_damage(store_path, cli, tmp_path):
 
 def test_validation_is_cached_by_name_size_mtime(store_path, monkeypatch):
     parts = _fill(store_path, 3)
-    Store(store_path).records()
-    assert (store_path / st.CACHE_FILE).exists()
+    log = store_path / st.CACHE_FILE
+    assert len(log.read_text().splitlines()) == 3  # each writer logged its own part
     calls = []
     real = st.validate_part
     monkeypatch.setattr(st, "validate_part", lambda p, **kw: calls.append(Path(p).name) or real(p, **kw))
@@ -209,3 +209,14 @@ def test_validation_is_cached_by_name_size_mtime(store_path, monkeypatch):
     with pytest.warns(StoreWarning):
         Store(store_path).records()
     assert calls == [parts[1].name, parts[1].name]  # the check and the second look before moving
+
+
+def test_queries_write_nothing_even_unlogged_parts(store_path):
+    _fill(store_path, 2)
+    (store_path / st.CACHE_FILE).unlink()  # parts written by an older version: no log
+    st._OkCache._instances.clear()
+    before = _digests(store_path)
+    assert len(Store(store_path).records()) == 40
+    assert _digests(store_path) == before  # checked in memory, nothing written
+    Store(store_path).repair()  # repair (a writer) logs every good part
+    assert len((store_path / st.CACHE_FILE).read_text().splitlines()) == 2
