@@ -255,3 +255,17 @@ def test_mlperf_rank_prefixes_and_duplicate_events(tmp_path):
     p.write_text("\n".join(lines + [ev(9500, "run_start")]) + "\n")
     with pytest.raises(InputError, match=r"result_0\.txt:8: run_start after run_stop"):
         ML.parse_result(Source.read(p))
+
+
+def test_fit_comms_projects_to_other_ranks_through_catalog_links(capsys):
+    f = str(REF / "dgx_h100_8gpu_all_reduce.log")
+    args = ("fit", "comms", f, "--min-size", "32768", "--max-size", "268435456", "--predict", "17179869184",
+            "--predict-ranks", "16", "--level", "0.9", "--json")
+    rc, out, err = run(capsys, *args)
+    assert rc == 0, err
+    o = json.loads(out)
+    assert o["link_node"] == "h100-sxm" and o["predict_ranks"] == 16  # matched from the log's GPU names
+    (p,) = o["predictions"]
+    assert p["busbw_lo"] <= 487.09 <= p["busbw_hi"]  # the published 2 x p5 (16 ranks) busbw at 16 GiB
+    rc, _, err = run(capsys, *args, "--node", "h9000")
+    assert rc == 2 and err.startswith("hweval: error: --node") and "h100-sxm" in err

@@ -194,11 +194,14 @@ def convergence_cmd(file, xcol, ycol, target, level, family, select, as_json) ->
 @click.option("--predict-ranks", type=click.IntRange(min=2), default=None,
               help="Project the predictions to this rank count (latency scaled by --latency-scaling).")
 @click.option("--latency-scaling", type=click.Choice(["ring", "tree", "constant"]), default="ring", show_default=True)
+@click.option("--node", "node_id", default=None,
+              help="Catalog node whose link figures project the ramp fit to --predict-ranks (intra-node NVLink vs "
+                   "inter-node network; default: matched from a raw log's GPU names). Without it busbw is kept.")
 @click.option("--level", type=float, default=0.95, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_model_errors
 def comms_cmd(file, sizecol, bwcol, busbw_unit, ranks, collective, model, min_size, max_size, predict, predict_ranks,
-              latency_scaling, level, as_json) -> None:
+              latency_scaling, node_id, level, as_json) -> None:
     """Fit a collective's time vs size: a busbw CSV or a raw nccl-tests log (any *_perf binary)."""
     import numpy as np
 
@@ -228,6 +231,7 @@ def comms_cmd(file, sizecol, bwcol, busbw_unit, ranks, collective, model, min_si
                   "collective": collective, "ranks": ranks, "devices": list(log.device_names),
                   "rows": len(log.rows), "rows_used": int(keep.sum())}
         model = "ramp" if model == "auto" else model
+        node_id = node_id or NT.match_node_id(log)
     else:
         from hwmodels.csvio import numeric_columns, read_csv, require_columns
 
@@ -261,9 +265,18 @@ def comms_cmd(file, sizecol, bwcol, busbw_unit, ranks, collective, model, min_si
         model = "alpha-beta" if model == "auto" else model
     lo_b = min_size if min_size is not None else 0.0
     hi_b = max_size if max_size is not None else math.inf
+    link_node = None
+    if node_id is not None:
+        from hwmodels.catalog import default_catalog
+        from hwmodels.errors import ModelInputError
+
+        try:
+            link_node = default_catalog().get(node_id)
+        except ModelInputError as exc:
+            raise InputError(f"--{exc}") from None
     if model == "ramp":
         res = CommsModel(collective=collective, latency_scaling=latency_scaling, min_size_bytes=lo_b,
-                         max_size_bytes=hi_b).fit(rep_s, time_s=rep_t, ranks=ranks)
+                         max_size_bytes=hi_b).fit(rep_s, time_s=rep_t, ranks=ranks, link=link_node)
     else:
         m = (size_arr >= lo_b) & (size_arr <= hi_b)
         res = AlphaBeta(collective=collective, latency_scaling=latency_scaling).fit(size_arr[m], time_s=time_arr[m],
@@ -289,7 +302,8 @@ def comms_cmd(file, sizecol, bwcol, busbw_unit, ranks, collective, model, min_si
         out.update(fill_s=res.fill_s, busbw_inf_bytes_per_s=res.busbw_inf,
                    conf_int={k: list(v) for k, v in res.conf_int(1 - level).items()},
                    regimes=[r.to_dict() for r in res.regimes], switches_at_bytes=res.meta["switches_at_bytes"],
-                   residual_sd_log_time=math.sqrt(res.s2_pred))
+                   residual_sd_log_time=math.sqrt(res.s2_pred), link_node=node_id,
+                   at_bound=res.meta.get("at_bound", []))
     else:
         out.update(beta_bytes_per_s=res.beta_bytes_per_s,
                    conf_int={k: list(v) for k, v in res.conf_int(1 - level).items() if k != "inv_bandwidth_s_per_byte"})
