@@ -269,3 +269,22 @@ def test_fit_comms_projects_to_other_ranks_through_catalog_links(capsys):
     assert p["busbw_lo"] <= 487.09 <= p["busbw_hi"]  # the published 2 x p5 (16 ranks) busbw at 16 GiB
     rc, _, err = run(capsys, *args, "--node", "h9000")
     assert rc == 2 and err.startswith("hweval: error: --node") and "h100-sxm" in err
+
+
+def test_sweeps_read_back_from_store_fit_like_the_log(tmp_path, capsys):
+    import numpy as np
+
+    from hwmodels.comms import CommsModel
+
+    store = tmp_path / "store"
+    f = REF / "dgx_h100_8gpu_all_reduce.log"
+    assert run(capsys, "import", "nccl-tests", str(f), "--store", str(store))[0] == 0
+    (sw,) = NT.sweeps_from_store(Store(store), collective="all_reduce")
+    assert sw["ranks"] == 8 and sw["node_id"] == "h100-sxm" and sw["size_bytes"].size == 64
+    assert NT.sweeps_from_store(Store(store), collective="all_gather") == []
+    (log,) = NT.parse_file(str(f))
+    s, t, _ = log.arrays()
+    _, ti, _ = log.arrays(inplace=True)
+    a = CommsModel().fit(sw["size_bytes"], time_s=sw["time_s"], ranks=sw["ranks"])
+    b = CommsModel().fit(np.r_[s, s], time_s=np.r_[t, ti], ranks=8)
+    assert a.busbw_inf == pytest.approx(b.busbw_inf, rel=1e-9)

@@ -329,3 +329,40 @@ def looks_like_nccl_tests(path: str, *, max_lines: int = 400) -> bool:
     except OSError:
         return False
     return False
+
+
+def sweeps_from_store(store: Any, *, collective: str | None = None, node_id: str | None = None) -> list[dict[str, Any]]:
+    """Imported nccl-tests sweeps read back from ``store``, one per (source file, collective, ranks).
+
+    Each: ``collective``, ``ranks``, ``node_id``, ``source_path``, ``source_sha256``,
+    ``size_bytes`` and ``time_s`` (numpy arrays holding out-of-place then
+    in-place times: replicates for :class:`hwmodels.comms.CommsModel`), so a
+    fit is ``CommsModel(collective=c).fit(sw["size_bytes"], time_s=sw["time_s"], ranks=sw["ranks"])``.
+    """
+    import numpy as np
+
+    from hwcore.records import KernelRecord, read
+
+    groups: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for rec in read(store, KernelRecord, node_id=node_id, name=collective):
+        p, m = rec.params, rec.metrics
+        if p.get("importer") != IMPORTER or rec.status != "ok":
+            continue
+        key = (str(p.get("source_sha256")), rec.kernel, int(p.get("ranks") or 0))
+        g = groups.setdefault(key, {"collective": rec.kernel, "ranks": key[2], "node_id": rec.node_id,
+                                    "source_path": p.get("source_path"), "source_sha256": key[0], "_s": [], "_t": [],
+                                    "_ti": []})
+        t, ti = m.get("time_s"), m.get("inplace_time_s")
+        s = p.get("size_bytes")
+        if s and t and ti and s > 0 and t > 0 and ti > 0:
+            g["_s"].append(float(s))
+            g["_t"].append(float(t))
+            g["_ti"].append(float(ti))
+    out = []
+    for g in groups.values():
+        s, t, ti = np.array(g.pop("_s")), np.array(g.pop("_t")), np.array(g.pop("_ti"))
+        order = np.argsort(s, kind="stable")
+        g["size_bytes"] = np.r_[s[order], s[order]]
+        g["time_s"] = np.r_[t[order], ti[order]]
+        out.append(g)
+    return sorted(out, key=lambda g: (g["collective"], g["ranks"], g["source_path"] or ""))
