@@ -214,6 +214,10 @@ VOCABULARY: dict[str, Callable[[], P.Type]] = {
     "utilization": lambda: _FRACTION,
     "utilization_range": lambda: P.List(_FRACTION, length=2),
     "title": lambda: P.Str(oneline=True),
+    "job": lambda: P.Dict(),  # injected by the runner from the plan's job section (hweval.job validates it)
+    "catalog_dir": lambda: P.Str(oneline=True),
+    "prices_csv": lambda: P.Str(oneline=True),
+    "today": lambda: P.Str(pattern=r"[0-9]{4}-[0-9]{2}-[0-9]{2}", also=("",), what="a date YYYY-MM-DD or empty"),
 }
 
 

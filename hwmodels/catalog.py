@@ -607,6 +607,8 @@ def load_node(path: str | os.PathLike[str]) -> NodeType:
         raise ModelInputError(f"catalog: cannot read {p}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ModelInputError(f"catalog: {p.name}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # a binary or non-UTF-8 file
+        raise ModelInputError(f"catalog: {p.name}: not UTF-8 text (byte offset {exc.start})") from None
     return parse_node(data, p.name, require_topology=True)
 
 
