@@ -76,3 +76,19 @@ def test_bad_batch_row_names_row_and_column_no_partial_output(cli, tmp_path):
     q.write_text("hardware,accelerators,model,colour\nh100-sxm,8,llama3-8b,red\n")
     proc = cli("predict", "--batch", str(q))
     assert proc.returncode == 2 and "column 'colour': unknown column; valid columns: hardware" in proc.stderr
+
+
+def test_store_kernel_records_are_calibration_source_a(cli, store_path):
+    from hwcore.records import KernelRecord
+    from hwcore.store import Store
+
+    rec = KernelRecord(kernel="gemm", node_id="h100-sxm", run_id="r1",
+                       params={"m": 8192, "n": 8192, "k": 8192, "dtype": "bf16"},
+                       metrics={"flops_per_s": 650e12, "median_s": 1e-3})
+    Store(store_path).append(rec.to_record())
+    proc = cli("predict", "--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama2-7b",
+               "--global-batch", "32", "--json", env={"HWEVAL_STORE": str(store_path)})
+    assert proc.returncode == 0, proc.stderr
+    cal = json.loads(proc.stdout)["calibration"]
+    assert cal["matmul_efficiency.bf16"].startswith("measured") and "r1" in cal["matmul_efficiency.bf16"]
+    assert cal["attention_efficiency"].startswith("published")  # no attention record: the next source
