@@ -80,8 +80,10 @@ SCHEMA = pa.schema(
     ]
 )
 JSON_COLUMNS = ("params", "metrics", "units", "fingerprint")
-#: columns every schema-1 part has; a part lacking one, having another, or typing one differently is foreign
-REQUIRED_COLUMNS = tuple(SCHEMA.names)
+#: columns every schema-1 part has (spelled out: a column added to SCHEMA later must not make old parts
+#: foreign); a part lacking one, having a column SCHEMA does not, or typing one differently is foreign
+REQUIRED_COLUMNS = ("schema_version", "record_id", "run_id", "plan", "notebook", "node_id", "kind", "name", "params",
+                    "metrics", "units", "fingerprint", "started_at", "finished_at", "status", "error")
 
 
 def _now() -> datetime:

@@ -220,3 +220,24 @@ def test_queries_write_nothing_even_unlogged_parts(store_path):
     assert _digests(store_path) == before  # checked in memory, nothing written
     Store(store_path).repair()  # repair (a writer) logs every good part
     assert len((store_path / st.CACHE_FILE).read_text().splitlines()) == 2
+
+
+def test_unmovable_damaged_part_is_skipped_with_a_warning(store_path, monkeypatch):
+    """A store the reader may not write (someone else's): the damaged part is skipped, nothing moves."""
+    parts = _fill(store_path, 2)
+    _zero(parts[0])
+    real = os.rename
+
+    def refuse(src, dst):
+        if QUARANTINE_DIR in str(dst):
+            raise PermissionError(13, "Permission denied")
+        return real(src, dst)
+
+    monkeypatch.setattr(st.os, "rename", refuse)
+    with pytest.warns(StoreWarning, match=rf"skipping damaged part {parts[0].name}: zero-length"):
+        df = Store(store_path).records()
+    assert len(df) == 20 and parts[0].exists()
+
+
+def test_required_columns_are_schema_1():
+    assert set(st.REQUIRED_COLUMNS) <= set(st.SCHEMA.names) and len(st.REQUIRED_COLUMNS) == 16
