@@ -141,8 +141,7 @@ class Int(_Ranged):
                 if math.isfinite(f) and f.is_integer():
                     val = int(f)
         if val is None:
-            extra = " (optionally with K/Ki/KiB, M, G)" if self.suffixes and isinstance(raw, str) and not strict else ""
-            raise fail(field_name, self.describe() + extra, raw)
+            raise fail(field_name, self.describe(), raw)
         return self._check(val, raw, field_name)
 
 
@@ -178,7 +177,7 @@ class Bool(Type):
         return "a boolean (true/false)"
 
     def _parse(self, raw: Any, field_name: str, strict: bool) -> bool:
-        if isinstance(raw, bool) or type(raw).__name__ == "bool_":  # numpy.bool_ without importing numpy
+        if isinstance(raw, bool) or (type(raw).__module__ == "numpy" and type(raw).__name__ in ("bool", "bool_")):
             return bool(raw)
         if isinstance(raw, str) and not strict and parse_bool(raw) is not None:
             return bool(parse_bool(raw))
