@@ -572,6 +572,7 @@ INTER_ALPHA_S = 70e-6
 #: pipeline-fill terms of the same two logs' ramp fits (benchmarks/comms_validation.py)
 INTRA_FILL_S = 8e-6
 INTER_FILL_S = 80e-6
+INTER_ALGORITHMS = ("tree", "ring")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -597,6 +598,7 @@ class LinkModel:
     inter_alpha_s: float = INTER_ALPHA_S
     intra_fill_s: float = INTRA_FILL_S
     inter_fill_s: float = INTER_FILL_S
+    inter_algorithm: str = "tree"
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -611,6 +613,8 @@ class LinkModel:
         for name in ("intra_efficiency", "inter_efficiency"):
             if not 0 < getattr(self, name) <= 1.5:
                 raise ModelInputError(f"link.{name} must be in (0, 1.5], got {getattr(self, name)}")
+        if self.inter_algorithm not in INTER_ALGORITHMS:
+            raise choices_error("link.inter_algorithm", self.inter_algorithm, INTER_ALGORITHMS)
 
     @classmethod
     def from_node(cls, node: Any, **overrides: Any) -> LinkModel:
@@ -664,11 +668,17 @@ class LinkModel:
         return f_n / per_byte
 
     def latency(self, ranks: float) -> tuple[float, float]:
-        """(alpha_s, fill_s): intra-domain figures, or the network's scaled by log2 of the domain count."""
+        """(alpha_s, fill_s): intra-domain figures, or the network's scaled with the domain count.
+
+        Across domains the latency grows with the hops of the inter-domain
+        algorithm: ``log2 N`` for a (double binary) tree, ``N - 1`` for a ring
+        (NCCL User Guide, ``NCCL_ALGO``: Tree for latency at scale, Ring for
+        bandwidth); the bandwidth term is the same for both (module docstring).
+        """
         _, nodes = self.levels(ranks)
         if nodes == 1:
             return self.intra_alpha_s, self.intra_fill_s
-        g = max(1.0, math.log2(nodes))
+        g = max(1.0, math.log2(nodes)) if self.inter_algorithm == "tree" else float(nodes - 1)
         return self.inter_alpha_s * g, self.inter_fill_s * g
 
     def predict_time(self, collective: str, size_bytes: Any, ranks: float) -> np.ndarray:
@@ -688,7 +698,7 @@ class LinkModel:
         return {k: getattr(self, k) for k in ("intra_bytes_per_s", "inter_bytes_per_s", "accelerators_per_node",
                                               "scale_up_size", "intra_efficiency", "inter_efficiency",
                                               "intra_alpha_s", "inter_alpha_s", "intra_fill_s", "inter_fill_s",
-                                              "source")}
+                                              "inter_algorithm", "source")}
 
 
 #: relative error band of the link-only model, from its misses on the public curves

@@ -252,3 +252,14 @@ def test_parameter_at_bound_is_flagged_and_held_fixed():
     lo, hi = noisy_fit.conf_int(0.05)["busbw_inf_bytes_per_s"]
     assert lo < 300e9 < hi and hi / lo < 1.2
     assert np.all(np.isfinite(r.predict(SIZES)["pred_hi"]))
+
+
+def test_inter_node_latency_tree_vs_ring():
+    tree = LinkModel.from_node(H100_LIKE)
+    ring = LinkModel.from_node(H100_LIKE, inter_algorithm="ring")
+    assert tree.latency(8) == ring.latency(8) == (tree.intra_alpha_s, tree.intra_fill_s)
+    assert tree.latency(8 * 64)[0] == pytest.approx(tree.inter_alpha_s * 6)  # log2(64) hops
+    assert ring.latency(8 * 64)[0] == pytest.approx(ring.inter_alpha_s * 63)
+    assert tree.busbw_inf("all_reduce", 512) == ring.busbw_inf("all_reduce", 512)
+    with pytest.raises(ModelInputError, match="inter_algorithm"):
+        LinkModel.from_node(H100_LIKE, inter_algorithm="butterfly")
