@@ -194,7 +194,9 @@ def _table(rows: list[dict[str, Any]]) -> None:
         t.add_row(str(i), r["hardware"], str(r["accelerators"]), r["model"], ls, f"{r['step_time_s']:.3g}",
                   f"{r['tokens_per_s_per_accelerator']:,.0f} [{lo:,.0f}, {hi:,.0f}]", f"{r['mfu']:.3f}",
                   f"{r['memory_per_accelerator_GiB']:.1f}", "yes" if r["fits"] else "NO", cost)
-    Console().print(t)
+    import sys
+
+    Console(width=None if sys.stdout.isatty() else 200).print(t)
 
 
 @click.command("predict")

@@ -191,7 +191,7 @@ STEP_OVERHEAD_S = 0.010  # optimizer zero_grad/bookkeeping, data loader handoff,
 OVERLAP = 0.95  # fraction of overlappable communication hidden under compute when it fits (d): NCCL kernels take SMs
 
 
-@dataclass(frozen=True, eq=False)  # hashed by identity: the step model caches per calibration
+@dataclass(frozen=True, eq=False, kw_only=True)  # hashed by identity: the step model caches per calibration
 class Calibration:
     """Achievable rates of one node type (per accelerator)."""
 
