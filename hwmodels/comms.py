@@ -741,7 +741,7 @@ def collective_time_s(kind: str, size_bytes: float, ranks: float, *, level: floa
 
 
 # ------------------------------------------------------------------ projections
-def data_parallel_step_s(compute_s: float, grad_bytes: float, dp: int, comm: AlphaBetaResult, *,
+def data_parallel_step_s(compute_s: float, grad_bytes: float, dp: int, comm: AlphaBetaResult | CommsResult, *,
                          overlap: float = 1.0, backward_fraction: float = BACKWARD_FRACTION) -> dict[str, float]:
     """DDP step: compute plus the all-reduce not hidden behind backward (module docstring)."""
     _check_frac("overlap", overlap)
@@ -752,7 +752,7 @@ def data_parallel_step_s(compute_s: float, grad_bytes: float, dp: int, comm: Alp
     return {"step_s": compute_s + exposed, "compute_s": compute_s, "comm_s": t_comm, "exposed_comm_s": exposed}
 
 
-def tensor_parallel_step_s(compute_s: float, activation_bytes: float, tp: int, comm: AlphaBetaResult, *,
+def tensor_parallel_step_s(compute_s: float, activation_bytes: float, tp: int, comm: AlphaBetaResult | CommsResult, *,
                            layers: int, overlap: float = 0.0) -> dict[str, float]:
     """Megatron TP step: compute split tp ways plus 4 all-reduces per layer (module docstring)."""
     _check_frac("overlap", overlap)
@@ -776,7 +776,8 @@ def pipeline_parallel_step_s(compute_s: float, pp: int, microbatches: int, *, p2
 
 def project_step_s(compute_s: float, *, dp: int = 1, tp: int = 1, pp: int = 1, microbatches: int = 1,
                    grad_bytes: float = 0.0, activation_bytes: float = 0.0, layers: int = 1,
-                   dp_comm: AlphaBetaResult | None = None, tp_comm: AlphaBetaResult | None = None,
+                   dp_comm: AlphaBetaResult | CommsResult | None = None,
+                   tp_comm: AlphaBetaResult | CommsResult | None = None,
                    dp_overlap: float = 1.0, tp_overlap: float = 0.0, p2p_s: float = 0.0) -> dict[str, float]:
     """3-D parallel step time of a model whose single-device step compute is ``compute_s``.
 

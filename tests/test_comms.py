@@ -263,3 +263,14 @@ def test_inter_node_latency_tree_vs_ring():
     assert tree.busbw_inf("all_reduce", 512) == ring.busbw_inf("all_reduce", 512)
     with pytest.raises(ModelInputError, match="inter_algorithm"):
         LinkModel.from_node(H100_LIKE, inter_algorithm="butterfly")
+
+
+def test_step_projections_accept_a_ramp_fit():
+    from hwmodels.comms import data_parallel_step_s, project_step_s
+
+    t = ramp_time(SIZES, alpha=15e-6, fill=30e-6, busbw=450e9)
+    r = CommsModel().fit(SIZES, time_s=t, ranks=8)
+    d = data_parallel_step_s(1.0, 4 * GiB, 8, r, overlap=0.0)
+    assert d["comm_s"] == pytest.approx(r.predict_time(4 * GiB, 8)[0]) and d["step_s"] == pytest.approx(1.0 + d["comm_s"])
+    p = project_step_s(1.0, dp=8, tp=8, grad_bytes=8 * GiB, activation_bytes=16 * MiB, layers=4, dp_comm=r, tp_comm=r)
+    assert p["step_s"] > 1.0 / 8 and p["devices"] == 64
