@@ -284,7 +284,7 @@ def test_interval_reads_validation_error(tmp_path, a100):
     import json
 
     p = tmp_path / "err.json"
-    p.write_text(json.dumps({"leave_one_hardware_out": {"per_hardware": {"a100-80gb-sxm": {"q90": 0.12}},
+    p.write_text(json.dumps({"leave_one_hardware_out": {"per_hardware": {"a100-80gb-sxm": {"q90": 0.12, "n": 9}},
                                                          "overall": {"q90": 0.3}},
                              "framework_efficiency": {"eta": 0.8, "comm_eff": 1.0}}))
     s = preset("llama2-7b")

@@ -47,6 +47,7 @@ from hwmodels.predict.spec import GenericSpec, ModelSpec
 ERROR_FILE = Path(__file__).resolve().parents[2] / "data" / "reference" / "predictor_error.json"
 INTERVAL_LEVEL = 0.9
 DEFAULT_REL_ERROR = 0.25  # used when no validation file exists (stated; the validation replaces it)
+MIN_ROWS_PER_HARDWARE = 5  # fewer held-out rows than this: the overall quantile, not the hardware's own
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -223,12 +224,12 @@ def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]
     e = _errors(str(path or ERROR_FILE))
     key = f"q{int(INTERVAL_LEVEL * 100)}"
     hw = e.get("leave_one_hardware_out", {}).get("per_hardware", {}).get(hardware)
-    if hw and key in hw:
+    if hw and key in hw and hw.get("n", 0) >= MIN_ROWS_PER_HARDWARE:
         return float(hw[key]), f"leave-one-hardware-out held-out |error| {key} for {hardware} ({ERROR_FILE.name})"
     ov = e.get("leave_one_hardware_out", {}).get("overall") or e.get("cross_validation", {}).get("overall")
     if ov and key in ov:
         return float(ov[key]), f"overall leave-one-hardware-out held-out |error| {key} ({ERROR_FILE.name}); " \
-                               f"{hardware} has no published training rows"
+                               f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows"
     return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
 
 
