@@ -33,6 +33,17 @@ LEVEL = 0.90
 
 
 def load(entry: dict):
+    """(log or None, sizes, out-of-place times, in-place times, busbw B/s); a CSV has one busbw per size."""
+    if entry.get("format") == "csv":
+        import pandas as pd
+
+        from hwmodels.comms import busbw_factor
+
+        df = pd.read_csv(REF / entry["file"], comment="#")
+        s = df["size_bytes"].to_numpy(dtype=float)
+        b = df["busbw_GBps"].to_numpy(dtype=float) * 1e9
+        t = busbw_factor(entry["collective"], entry["ranks"]) * s / b
+        return None, s, t, t, b
     log = parse_file(str(REF / entry["file"]), collective=entry["collective"], ranks=int(entry["ranks"]))[0]
     s, t, b = log.arrays()
     _, ti, _ = log.arrays(inplace=True)

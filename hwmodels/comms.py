@@ -560,7 +560,9 @@ class CommsModel:
 
 # ------------------------------------------------------------------ hierarchical link model (catalog figures)
 #: NCCL's effective NVLink bandwidth is ~370 of 450 GB/s line rate on H100 ("protocol overhead ~20%"):
-#: S. Jeaugey (NCCL maintainer), NVIDIA/nccl-tests#212, 2024-05-06 -> 370/450
+#: S. Jeaugey (NCCL maintainer), NVIDIA/nccl-tests#212, 2024-05-06 -> 370/450; 8 x H200 with NVLink SHARP
+#: disabled measures 367.61 GB/s (stas00/ml-engineering network/benchmarks/results/all-reduce-8xH200.md).
+#: NVLS (in-switch reduction) all_reduce goes above this (~480 GB/s): the link model does not model NVLS.
 INTRA_EFFICIENCY = 370.0 / 450.0
 #: 3 x 8 A100 with 4 x HDR 200 Gb/s per node: 100 GB/s theoretical, 84.8 average / 96 peak busbw measured
 #: (NVIDIA/nccl-tests#119, 2022-11-17) -> 0.9, between the two
