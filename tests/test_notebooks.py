@@ -122,3 +122,38 @@ def test_report_renders_in_headless_chromium(tiny_run, chromium, tmp_path):
     assert not errors, errors
     assert n_charts >= 4 and n_svgs == n_charts and failed == 0
     assert shot.stat().st_size > 10_000
+
+
+# -- parameter documentation: papermill reads every parameter of every notebook, each with its help --------------
+def test_papermill_documents_every_notebook_parameter(tmp_path):
+    """The generated notebooks carry a python3 kernelspec, and ``papermill.inspect_notebook`` /
+    ``papermill --help-notebook`` list every annotated parameter with its help, as the plan validator does."""
+    import ast
+    import sys
+
+    import jupytext
+    import papermill
+
+    from hweval.plan import notebook_parameters
+
+    papermill_cli = Path(sys.executable).parent / "papermill"
+    for name in NOTEBOOKS:
+        src = REPO / "notebooks" / f"{name}.py"
+        nb = jupytext.read(src)
+        assert nb.metadata.get("kernelspec", {}).get("name") == "python3", name
+        ipynb = tmp_path / f"{name}.ipynb"
+        jupytext.write(nb, ipynb)
+        cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+        names = [n.target.id for n in ast.parse(cell.source).body if isinstance(n, ast.AnnAssign)]
+        inspected = papermill.inspect_notebook(str(ipynb))
+        assert list(inspected) == names, f"{name}: papermill drops {sorted(set(names) - set(inspected))}"
+        for pname, p in inspected.items():
+            assert p["help"], f"{name}: {pname} has no help"
+        assert {k: v.help for k, v in notebook_parameters(src).items()} == {k: p["help"] for k, p in inspected.items()}
+        if name != NOTEBOOKS[-1]:
+            continue  # the CLI prints what inspect_notebook returns; one run of it (~10 s here) is enough
+        r = subprocess.run([str(papermill_cli), "--help-notebook", str(ipynb)], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        for pname, p in inspected.items():
+            assert f"  {pname}: " in r.stdout and p["help"] in r.stdout, (name, pname)
