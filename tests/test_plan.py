@@ -144,3 +144,61 @@ def test_shipped_notebooks_declare_typed_parameters():
         assert params, p
         for prm in params.values():
             assert prm.help, f"{p.name}: {prm.name} has no help comment"
+
+
+def test_shipped_notebook_parameters_have_suite_types():
+    """Every parameter of the shipped notebooks has a vocabulary type (the registries' ranges) its default fits."""
+    from hweval.notebook_params import vocabulary
+
+    repo = Path(__file__).resolve().parent.parent
+    for p in sorted((repo / "notebooks").glob("0*.py")):
+        for prm in notebook_parameters(p).values():
+            t = vocabulary(prm.name)
+            assert t is not None, f"{p.name}: {prm.name} has no type in hweval.notebook_params.VOCABULARY"
+            t.parse(prm.default, f"{p.name}: {prm.name}", strict=True)
+
+
+def test_nested_workload_knobs_fail_like_the_registry(tmp_path):
+    """A plan's nested workload parameter gets the registry's own error, prefixed with the plan field."""
+    from workloads import registry
+
+    p = write_plan(tmp_path, f"""\
+        nodes: [{NODE}]
+        matrix:
+          - notebook: 03_scaling
+            params: {{workload: mlp_regressor, workload_params: {{batch_size: abc, bogus_key: 1}}}}
+        """)
+    with pytest.raises(InputError) as exc:
+        load_plan(p)
+    assert str(exc.value) == f"{p}: matrix[0].params.workload_params.batch_size: expected a positive integer, got 'abc'"
+    with pytest.raises(InputError) as api:
+        registry.config_from_params("mlp_regressor", {"batch_size": "abc"})
+    assert str(exc.value).endswith(str(api.value).removeprefix("mlp_regressor"))
+
+
+def test_notebooks_dir_is_confined_unless_allowed(tmp_path, monkeypatch):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "tiny.py").write_text(NB)
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    p = plans / "x.yaml"
+    p.write_text(f"notebooks_dir: ../elsewhere\nnodes: [{NODE}]\nmatrix: [{{notebook: tiny}}]\n")
+    with pytest.raises(InputError, match=r"notebooks_dir: '../elsewhere' resolves to .*outside the project"):
+        load_plan(p)
+    assert load_plan(p, allow_external_notebooks=True).cells()
+    monkeypatch.setenv("HWEVAL_ALLOW_EXTERNAL_NOTEBOOKS", "1")
+    assert load_plan(p).cells()
+
+
+def test_yaml_aliases_and_binary_files_are_one_line(tmp_path):
+    p = tmp_path / "a.yaml"
+    p.write_text("a: &x [1, 2]\nb: *x\n")
+    with pytest.raises(InputError, match=r"malformed YAML at line 2, column 4: YAML alias \*x is not allowed"):
+        load_plan(p)
+    p.write_bytes(b"name: \xff\xfe\n")
+    with pytest.raises(InputError, match=r"not UTF-8 text \(byte 0xff at offset 6\)"):
+        load_plan(p)
+    p.write_bytes(b"\x00\x01")
+    with pytest.raises(InputError, match="a binary file"):
+        load_plan(p)
