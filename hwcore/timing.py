@@ -2,9 +2,17 @@
 
 Method (after triton's ``do_bench``, ``torch.utils.benchmark`` and mamf-finder):
 
-* time budgets, not fixed counts: warm up for ``warmup_ms`` (at least
-  ``min_warmup`` calls), estimate the cost of one call, then take as many
-  samples as fit in ``measure_ms`` (clamped to ``[min_reps, max_reps]``);
+* time budgets that stop on convergence, not on a fixed tiny count: warm up
+  for at least ``warmup_ms`` (and ``min_warmup`` calls) and then until the
+  rate stabilises (the last three calls within :data:`WARMUP_TOL` of their
+  median) or ``warmup_cap_ms`` is spent; estimate the cost of one call from
+  the stable calls; take as many samples as fit in ``measure_ms`` (clamped to
+  ``[min_reps, max_reps]``), then keep sampling in blocks until the 95%
+  confidence interval of the median is within ``rel_tol`` of it or
+  ``max_measure_ms`` is spent (the approach of ``torch.utils.benchmark``'s
+  ``blocked_autorange`` and nvbench's noise-based stopping criterion). The
+  measurement says which way it stopped (``stop_reason``) and warns when the
+  cap was hit first;
 * every sample is closed by a device synchronization (``torch.cuda.synchronize``,
   JAX ``block_until_ready``) or timed with CUDA events, so asynchronous
   dispatch is never mistaken for work done;
@@ -37,6 +45,41 @@ from hwcore.errors import InputError
 NOISE_THRESHOLD = 0.10
 #: Shortest sample worth timing on a host clock; shorter calls are batched.
 MIN_SAMPLE_S = 200e-6
+#: Warm-up ends once the last three calls lie within this fraction of their median.
+WARMUP_TOL = 0.05
+#: Default stopping tolerance: half-width of the median's 95% CI relative to the median.
+REL_TOL = 0.02
+#: z for the two-sided 95% distribution-free CI of the median (order statistics).
+_Z95 = 1.959964
+
+
+def median_ci(times: Sequence[float], z: float = _Z95) -> tuple[float, float]:
+    """Distribution-free ~95% CI of the median from order statistics.
+
+    The ranks are ``n/2 -+ z sqrt(n)/2`` (normal approximation to the
+    binomial(n, 1/2) count of samples below the median; Conover, *Practical
+    Nonparametric Statistics*, 3rd ed., 1999, sec. 3.2). Needs n >= 6, else
+    the sample range is returned.
+    """
+    xs = sorted(times)
+    n = len(xs)
+    if n < 6:
+        return xs[0], xs[-1]
+    half = z * math.sqrt(n) / 2.0
+    lo = max(0, int(math.floor(n / 2.0 - half)) - 1)
+    hi = min(n - 1, int(math.ceil(n / 2.0 + half)) - 1)
+    return xs[lo], xs[hi]
+
+
+def median_ci_rel(times: Sequence[float]) -> float:
+    """Half-width of :func:`median_ci` relative to the median (inf for < 6 samples)."""
+    if len(times) < 6:
+        return math.inf
+    lo, hi = median_ci(times)
+    if hi == lo:  # no spread (a frozen or coarse clock): nothing more to learn from more samples
+        return 0.0
+    med = statistics.median(times)
+    return (hi - lo) / 2.0 / med if med > 0 else math.inf
 
 
 class NoisyMeasurementWarning(UserWarning):
@@ -61,6 +104,10 @@ class Measurement:
     rotation: int = 1
     overhead_s: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: how sampling stopped: "converged" (median CI within rel_tol), "time_cap", "max_reps", or "budget"
+    #: (a fixed budget without a convergence test, e.g. times taken elsewhere)
+    stop_reason: str = "budget"
+    rel_tol: float | None = None
 
     def __post_init__(self) -> None:
         if not self.times_s:
@@ -108,8 +155,20 @@ class Measurement:
         return self.iqr_s / med if med > 0 else math.inf
 
     @property
+    def median_ci_rel(self) -> float:
+        """Half-width of the median's 95% CI relative to the median (inf below 6 samples)."""
+        return median_ci_rel(self.times_s)
+
+    @property
+    def converged(self) -> bool | None:
+        """Whether the median met its tolerance; None when no tolerance was asked for."""
+        if self.rel_tol is None:
+            return None
+        return self.stop_reason == "converged"
+
+    @property
     def noise_warning(self) -> bool:
-        return self.n < 3 or self.noise_ratio > NOISE_THRESHOLD
+        return self.n < 3 or self.noise_ratio > NOISE_THRESHOLD or self.converged is False
 
     @property
     def noise_message(self) -> str | None:
@@ -119,6 +178,11 @@ class Measurement:
             return (
                 f"{self.label}: IQR/median = {self.noise_ratio:.1%} > {NOISE_THRESHOLD:.0%}; "
                 "the machine is noisy or the operation is unstable"
+            )
+        if self.converged is False:
+            return (
+                f"{self.label}: stopped at the {self.stop_reason.replace('_', ' ')} after {self.n} samples with the "
+                f"median's 95% CI at +-{self.median_ci_rel:.1%} (asked for +-{self.rel_tol:.1%})"
             )
         return None
 
@@ -146,6 +210,9 @@ class Measurement:
             "overhead_s": self.overhead_s,
             "noise_ratio": self.noise_ratio,
             "noise_warning": self.noise_warning,
+            "median_ci_rel": self.median_ci_rel if self.n >= 6 else None,
+            "stop_reason": self.stop_reason,
+            "rel_tol": self.rel_tol,
             "metadata": dict(self.metadata),
         }
         if raw:
@@ -165,6 +232,8 @@ class Measurement:
             rotation=d.get("rotation", 1),
             overhead_s=d.get("overhead_s"),
             metadata=d.get("metadata", {}),
+            stop_reason=d.get("stop_reason", "budget"),
+            rel_tol=d.get("rel_tol"),
         )
 
     def __str__(self) -> str:
@@ -293,6 +362,9 @@ def benchmark(
     min_warmup: int = 1,
     min_reps: int = 5,
     max_reps: int = 100_000,
+    rel_tol: float | None = REL_TOL,
+    max_measure_ms: float | None = None,
+    warmup_cap_ms: float | None = None,
     sync: str | Sync = "none",
     flush_cache: bool = False,
     flusher: Callable[[], None] | None = None,
@@ -311,11 +383,27 @@ def benchmark(
     ``jax``) or is a callable taking the call's output. On a CUDA ``device``
     the samples are timed with CUDA events unless ``cuda_events=False``.
     ``timer`` is injectable so the statistics can be tested on a synthetic clock.
+
+    Stopping: ``measure_ms`` is the minimum measurement budget; past it,
+    sampling goes on in blocks until the median's 95% CI half-width is within
+    ``rel_tol`` of the median (``None``: no convergence test, the fixed budget
+    only) or ``max_measure_ms`` (default ``max(5 x measure_ms, 1000)``) of
+    sampling is spent. Warm-up: at least ``warmup_ms``, then until the last
+    three calls agree within :data:`WARMUP_TOL` or ``warmup_cap_ms`` (default
+    ``max(warmup_ms, 1000)``) is spent.
     """
+    for name, v in (("warmup_ms", warmup_ms), ("measure_ms", measure_ms), ("rel_tol", rel_tol),
+                    ("max_measure_ms", max_measure_ms), ("warmup_cap_ms", warmup_cap_ms)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)):
+            raise InputError(f"timing: {name} must be a finite number, got {v!r}")
     if warmup_ms < 0 or measure_ms <= 0:
         raise InputError("timing: warmup_ms must be >= 0 and measure_ms > 0")
+    if rel_tol is not None and rel_tol <= 0:
+        raise InputError(f"timing: rel_tol must be > 0 (or None for a fixed budget), got {rel_tol!r}")
     if min_reps < 1 or max_reps < min_reps:
         raise InputError("timing: need 1 <= min_reps <= max_reps")
+    cap_s = (max_measure_ms if max_measure_ms is not None else max(5.0 * measure_ms, 1000.0)) * 1e-3
+    warm_cap_s = (warmup_cap_ms if warmup_cap_ms is not None else max(warmup_ms, 1000.0)) * 1e-3
     sync_name, sync_fn = resolve_sync(sync)
     rotation = list(inputs) if inputs is not None else [()]
     if not rotation:
@@ -337,17 +425,27 @@ def benchmark(
     def call(i: int) -> Any:
         return fn(*rotation[i % len(rotation)])
 
-    # ---- warm-up: at least min_warmup calls and warmup_ms of wall time
+    # ---- warm-up: min_warmup calls and warmup_ms of wall time, then until the rate is stable
     warm_n = 0
+    warm_times: list[float] = []
     t0 = timer()
     while True:
         if flushing:
             flusher()
+        tc = timer()
         warm_sync(call(warm_n))
+        warm_times.append(timer() - tc)
         warm_n += 1
-        if warm_n >= min_warmup and (timer() - t0) * 1e3 >= warmup_ms:
+        elapsed = timer() - t0
+        if warm_n < min_warmup or elapsed * 1e3 < warmup_ms:
+            continue
+        last = warm_times[-3:]
+        med = statistics.median(last)
+        stable = len(last) == 3 and max(abs(x - med) for x in last) <= WARMUP_TOL * med
+        if stable or elapsed >= warm_cap_s or warm_n >= max_reps:
             break
-    per_call = max((timer() - t0) / warm_n, 1e-9)
+    # cost of one call: the stable calls' median, else (cap hit) the warm-up's mean
+    per_call = max(statistics.median(warm_times[-3:]) if stable else (timer() - t0) / warm_n, 1e-9)
 
     # ---- batching of short calls (not when each call needs fresh cache state)
     if inner is None:
@@ -378,19 +476,55 @@ def benchmark(
         torch.cuda.synchronize(dev)
         times = [s.elapsed_time(e) * 1e-3 / inner for s, e in zip(starts, ends, strict=True)]
         clock = "cuda_event"
+
+        def more(k: int) -> None:
+            b = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
+            for r in range(k):
+                if flushing:
+                    flusher()
+                b[r].record(stream)
+                for _ in range(inner):
+                    call(r)
+                e[r].record(stream)
+            torch.cuda.synchronize(dev)
+            times.extend(x.elapsed_time(y) * 1e-3 / inner for x, y in zip(b, e, strict=True))
     else:
         idx = 0
-        for _ in range(reps):
-            if flushing:
-                flusher()
-            start = timer()
-            out = None
-            for _ in range(inner):
-                out = call(idx)
-                idx += 1
-            sync_fn(out)
-            times.append((timer() - start) / inner)
+
+        def more(k: int) -> None:
+            nonlocal idx
+            for _ in range(k):
+                if flushing:
+                    flusher()
+                start = timer()
+                out = None
+                for _ in range(inner):
+                    out = call(idx)
+                    idx += 1
+                sync_fn(out)
+                times.append((timer() - start) / inner)
+
+        more(reps)
         clock = getattr(timer, "__name__", "custom")
+
+    # ---- past the minimum budget: blocks of samples until the median converges or the cap
+    stop_reason = "budget" if rel_tol is None else "converged"
+    if rel_tol is not None:
+        spent = sum(times) * inner
+        while median_ci_rel(times) > rel_tol:
+            if len(times) >= max_reps:
+                stop_reason = "max_reps"
+                break
+            if spent >= cap_s:
+                stop_reason = "time_cap"
+                break
+            per = max(statistics.median(times) * inner, 1e-9)
+            # a block of ~25% more samples, at least 5, within what is left of the cap and max_reps
+            k = int(min(max_reps - len(times), max(5, len(times) // 4), max(1, math.ceil((cap_s - spent) / per))))
+            t_block = timer()
+            more(k)
+            spent += max(timer() - t_block, sum(times[-k:]) * inner)
 
     over = harness_overhead(timer=timer, sync=sync).median_s if overhead else None
     m = Measurement(
@@ -404,6 +538,8 @@ def benchmark(
         rotation=len(rotation),
         overhead_s=over,
         metadata=dict(metadata or {}),
+        stop_reason=stop_reason,
+        rel_tol=rel_tol,
     )
     if warn and m.noise_message:
         warnings.warn(m.noise_message, NoisyMeasurementWarning, stacklevel=2)
@@ -432,6 +568,7 @@ def harness_overhead(
         sync=sync,
         timer=timer,
         warn=False,
+        rel_tol=None,  # a floor estimate over a fixed budget; an empty op's spread is all clock noise
     )
 
 

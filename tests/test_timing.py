@@ -193,3 +193,65 @@ def test_real_clock_measures_real_work():
     m = benchmark(lambda: time.sleep(0.002), warmup_ms=5, measure_ms=40, warn=False, overhead=True)
     assert 0.0015 < m.median_s < 0.05
     assert m.overhead_s is not None and m.overhead_s < m.median_s
+
+
+def test_warmup_runs_until_the_rate_is_stable():
+    # calls that speed up as caches, pages and thread pools warm, then a steady 1 ms:
+    # none of the warming calls may be timed
+    clock = FakeClock()
+    seq = iter([10e-3, 8e-3, 6e-3, 5e-3, 4e-3, 3e-3, 2.5e-3, 2e-3, 1.6e-3, 1.3e-3, 1.1e-3] + [1e-3] * 100_000)
+    m = benchmark(lambda: clock.advance(next(seq)), timer=clock, warmup_ms=1, measure_ms=20, inner=1, warn=False)
+    assert m.warmup_n >= 12
+    assert max(m.times_s) == pytest.approx(1e-3)
+    assert m.stop_reason == "converged" and m.converged
+
+
+def test_sampling_goes_on_until_the_median_converges():
+    # +-5% jitter: the 20 samples of the budget leave the median's CI wider than 1%; more are taken
+    rng = np.random.default_rng(0)
+    clock = FakeClock()
+    seq = iter(1e-3 * (1 + 0.05 * rng.standard_normal(200_000)))
+    m = benchmark(lambda: clock.advance(next(seq)), timer=clock, warmup_ms=0, measure_ms=20, inner=1, rel_tol=0.01,
+                  max_measure_ms=10_000, warn=False)
+    assert m.n > 20
+    assert m.stop_reason == "converged" and m.median_ci_rel <= 0.01
+    assert m.noise_message is None
+
+
+def test_time_cap_is_said():
+    # alternating 1 ms / 3 ms never converges to 0.1%: sampling stops at the cap and says so
+    clock = FakeClock()
+    seq = iter([1e-3, 3e-3, 2e-3, 2.5e-3] * 50_000)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m = benchmark(lambda: clock.advance(next(seq)), timer=clock, warmup_ms=0, measure_ms=20, inner=1,
+                      rel_tol=0.001, max_measure_ms=200, warmup_cap_ms=10)
+    assert m.stop_reason == "time_cap" and m.converged is False
+    assert 0.2 <= sum(m.times_s) < 0.3  # the cap, not much past it
+    assert m.noise_warning
+    assert any("time cap" in str(x.message) or "IQR" in str(x.message) for x in w)
+    d = Measurement.from_dict(m.to_dict())
+    assert d.stop_reason == "time_cap" and d.rel_tol == 0.001
+
+
+def test_fixed_budget_without_tolerance():
+    clock = FakeClock()
+    seq = iter([1e-3, 3e-3] * 50_000)
+    m = benchmark(lambda: clock.advance(next(seq)), timer=clock, warmup_ms=0, measure_ms=20, inner=1, rel_tol=None,
+                  warmup_cap_ms=8, warn=False)
+    assert m.stop_reason == "budget" and m.converged is None
+    assert m.n == 10  # 20 ms / 2 ms per call: the mean of a warm-up that never stabilised (1, 3, 1, 3 ms)
+
+
+@pytest.mark.parametrize("kw", [{"measure_ms": float("nan")}, {"warmup_ms": float("inf")}, {"rel_tol": 0},
+                                {"max_measure_ms": float("nan")}, {"measure_ms": True}])
+def test_non_finite_budgets_are_input_errors(kw):
+    with pytest.raises(InputError):
+        benchmark(lambda: None, **kw)
+
+
+def test_median_ci_brackets_the_median():
+    xs = list(np.random.default_rng(1).normal(10, 1, 400))
+    lo, hi = timing.median_ci(xs)
+    assert lo < np.median(xs) < hi
+    assert timing.median_ci_rel(xs[:5]) == float("inf")

@@ -11,6 +11,8 @@ lists kernels and their parameters. A result that is not ``ok`` (``oom``,
 
 from __future__ import annotations
 
+import math
+
 import sys
 import warnings
 
@@ -25,8 +27,8 @@ from hweval.commands.common import echo_json, open_store, parse_sets, store_opti
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--list", "list_", is_flag=True, help="List kernels and their parameters.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
-@click.option("--warmup-ms", type=float, default=None, help="Warm-up budget (default 25).")
-@click.option("--measure-ms", type=float, default=None, help="Measurement budget (default 200).")
+@click.option("--warmup-ms", type=float, default=None, help="Minimum warm-up budget in ms (default 25; warm-up then goes on until the rate is stable, up to 1 s).")
+@click.option("--measure-ms", type=float, default=None, help="Minimum measurement budget in ms (default 200; sampling then goes on until the median's 95% CI is within 2%, up to max(5x, 1 s)).")
 @click.option("--no-record", is_flag=True, help="Do not write the result to the store.")
 @store_option
 def bench(kernel: str | None, sets: tuple[str, ...], as_json: bool, list_: bool, device: str,
@@ -56,10 +58,10 @@ def bench(kernel: str | None, sets: tuple[str, ...], as_json: bool, list_: bool,
         raise InputError(f"bench: give a KERNEL or --list; valid choices: {', '.join(k.name for k in kernels)}")
     raw = parse_sets(sets)
     R.validate_params(kernel, raw, device=device)  # all input errors before anything runs
-    if warmup_ms is not None and warmup_ms < 0:
-        raise InputError("--warmup-ms: must be >= 0")
-    if measure_ms is not None and measure_ms <= 0:
-        raise InputError("--measure-ms: must be > 0")
+    if warmup_ms is not None and not (math.isfinite(warmup_ms) and warmup_ms >= 0):
+        raise InputError(f"--warmup-ms: must be a finite number >= 0, got {warmup_ms}")
+    if measure_ms is not None and not (math.isfinite(measure_ms) and measure_ms > 0):
+        raise InputError(f"--measure-ms: must be a finite number > 0, got {measure_ms}")
     store = None if no_record else open_store(store_path, write=True)
     kw = {}
     if warmup_ms is not None:
