@@ -233,7 +233,7 @@ def comms_cmd(file, sizecol, bwcol, busbw_unit, ranks, collective, model, min_si
         model = "ramp" if model == "auto" else model
         node_id = node_id or NT.match_node_id(log)
     else:
-        from hwmodels.csvio import numeric_columns, read_csv, require_columns
+        from hwmodels.csvio import first_line, numeric_columns, read_csv, require_columns
 
         if sizecol is None or bwcol is None:
             raise InputError("--size and --busbw: both are needed for a CSV (or give a raw nccl-tests log)")
@@ -258,6 +258,11 @@ def comms_cmd(file, sizecol, bwcol, busbw_unit, ranks, collective, model, min_si
 
         bw = df[bwcol].to_numpy() * scale
         size_arr = df[sizecol].to_numpy().astype(float)
+        nonpos = np.flatnonzero(size_arr <= 0)
+        if nonpos.size:
+            pos_rows = raw.index.get_indexer(df.index[nonpos])
+            raise InputError(f"--size {sizecol!r}: message sizes must be > 0 bytes; {nonpos.size} row(s) are not "
+                             f"(first at {file} line {first_line(raw, pos_rows)}: {size_arr[nonpos[0]]:g})")
         pos = bw > 0
         time_arr = busbw_factor(collective, ranks) * size_arr[pos] / bw[pos]
         size_arr = size_arr[pos]
