@@ -288,3 +288,10 @@ def test_sweeps_read_back_from_store_fit_like_the_log(tmp_path, capsys):
     a = CommsModel().fit(sw["size_bytes"], time_s=sw["time_s"], ranks=sw["ranks"])
     b = CommsModel().fit(np.r_[s, s], time_s=np.r_[t, ti], ranks=8)
     assert a.busbw_inf == pytest.approx(b.busbw_inf, rel=1e-9)
+
+
+def test_fit_comms_csv_rejects_non_positive_size(tmp_path, capsys):
+    p = tmp_path / "c.csv"
+    p.write_text("size,busbw\n1024,1.0\n-2048,2.0\n4096,3.5\n8192,5.0\n")
+    rc, _, err = run(capsys, "fit", "comms", str(p), "--size", "size", "--busbw", "busbw", "--ranks", "2")
+    assert rc == 2 and "c.csv line 3" in err and "> 0" in err
