@@ -102,8 +102,12 @@ def fmt_duration(seconds: float | None, unit: tuple[str, float] | None = None) -
     v = seconds / f
     if name == "days" and v >= 3650:
         return f"{v / 365.25:,.0f} years"
+    if name == "s" and abs(v) < 1:  # sub-second: milliseconds / microseconds, 3 significant digits
+        return f"{v * 1e3:.3g} ms" if abs(v) >= 1e-3 else f"{v * 1e6:.3g} µs"
+    if name == "s":
+        return f"{v:,.3g} s" if v < 100 else f"{v:,.0f} s"
     digits = 1 if v < 100 else 0
-    return f"{v:,.{digits}f} {name}" if name != "s" or v >= 0.01 else f"{v * 1e3:,.2f} ms"
+    return f"{v:,.{digits}f} {name}"
 
 
 def fmt_rate(x: float | None, unit: str) -> str:
@@ -908,7 +912,7 @@ def recommend(job: Job, opts: Sequence[JobOption], level: float) -> tuple[JobOpt
         return None, cheapest, fastest, txt
     rec = min(pool, key=lambda o: (o.cost_usd, o.time_s))
     p = rec.price
-    where = ", ".join(x for x in (p.provider, p.instance.split(" (")[0] if p.instance else "") if x)
+    where = ", ".join(x for x in (p.provider, p.instance.split(" (")[0].split(",")[0] if p.instance else "") if x)
     txt = (f"Train {job.describe()} on {rec.accelerators} x {rec.node} ({MODE_WORDS.get(rec.pricing, rec.pricing)}, "
            f"{where}, ${p.usd_per_accelerator_hour:,.2f} per accelerator-hour as of {p.as_of}"
            f"{', price older than 12 months' if p.stale else ''}): {_phrase(rec, unit, level)}")

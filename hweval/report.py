@@ -15,6 +15,7 @@ from __future__ import annotations
 import html as _html
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,7 +44,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}
 h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th{background:#f0f0f0;text-align:center;vertical-align:bottom}td:first-child,th:first-child{text-align:left}
+th{background:#f0f0f0;text-align:center;vertical-align:bottom}td{text-align:left}td.num{text-align:right;white-space:nowrap}
 .rec{background:#eef6ee;border-left:4px solid #3a3;padding:0.8em 1em;font-size:16px}
 .note{color:#555;font-size:13px}.warn{color:#a50}.caption{color:#444;font-size:13px;margin:0.2em 0 1.5em 0;max-width:900px}
 .chart{margin-top:0.5em}details{margin:1em 0}
@@ -59,8 +60,16 @@ def _table(rows: Sequence[Mapping[str, Any]], cols: Sequence[str] | None = None)
         return "<p class='note'>none</p>"
     cols = list(cols or rows[0].keys())
     head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(r.get(c, ''))}</td>" for c in cols) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(_td(r.get(c, "")) for c in cols) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_NUMERIC = re.compile(r"^[-+$<]?\s?[\d.,]+")
+
+
+def _td(v: Any) -> str:
+    text = str(v)
+    return f"<td class='num'>{_esc(text)}</td>" if _NUMERIC.match(text) and len(text) < 28 else f"<td>{_esc(text)}</td>"
 
 
 def _layout(lay: Mapping[str, Any]) -> str:
@@ -77,6 +86,10 @@ def _layout(lay: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _instance(text: str) -> str:
+    return text.split(" (")[0].split(",")[0]
+
+
 def option_row(o: A.JobOption, unit: tuple[str, float], level: float) -> dict[str, str]:
     return {
         "Option": o.label,
@@ -89,8 +102,8 @@ def option_row(o: A.JobOption, unit: tuple[str, float], level: float) -> dict[st
         f"Cost, {level:.0%} interval": f"{A.fmt_usd(o.cost_lo_usd)} to {A.fmt_usd(o.cost_hi_usd)}",
         "Energy (MWh)": f"{o.energy_mwh:,.1f}",
         "Price per accelerator-hour": f"${o.price.usd_per_accelerator_hour:,.2f}",
-        "Price source": f"{o.price.provider}" + (f", {o.price.instance.split(' (')[0]}" if o.price.instance else ""),
-        "Price as of": o.price.as_of + (" (older than 12 months)" if o.price.stale else ""),
+        "Price source": f"{o.price.provider}" + (f", {_instance(o.price.instance)}" if o.price.instance else ""),
+        "Price as of": o.price.as_of + (" (stale)" if o.price.stale else ""),
         "Pareto front": "yes" if o.pareto else "",
         "Meets deadline": "yes" if o.meets_deadline else "no",
     }
@@ -228,7 +241,8 @@ def render(an: A.Analysis, report_dir: str | Path, *, title: str = "hweval procu
         b.append(("html", f"<h2>Options (best accelerator count per node and pricing mode)</h2>"
                           f"<p class='note'>Times in {unit[0]} throughout this table and the charts. "
                           f"Measured MFU on this machine is in 'Predictor vs measurement'; the MFU here is the "
-                          f"predictor's for the job.</p>"))
+                          f"predictor's for the job. (stale): price older than 12 months, re-quote before "
+                          f"signing.</p>"))
         b.append(("html", _table([option_row(o, unit, an.level) for o in an.best_per_node()])))
         b += chart("pareto") + chart("cost")
         if an.recommended is not None:
@@ -256,7 +270,7 @@ def render(an: A.Analysis, report_dir: str | Path, *, title: str = "hweval procu
                  "Measured step": A.fmt_duration(c.measured_step_s, ("s", 1.0)),
                  f"Measured, {lvl}": f"{A.fmt_duration(c.measured_lo_s, ('s', 1.0))} to "
                                      f"{A.fmt_duration(c.measured_hi_s, ('s', 1.0))}",
-                 "Repeats": f"{c.repeats} ({c.measured_how})",
+                 "Repeats": c.measured_how,
                  "Measured MFU": f"{c.measured_mfu:.1%}" if c.measured_mfu is not None else "n/a",
                  "Predicted step": A.fmt_duration(c.predicted_step_s, ("s", 1.0)) if c.predicted_step_s else "n/a",
                  "Predicted / measured": f"{c.error:+.0%}" if c.error is not None else "n/a",
