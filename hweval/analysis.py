@@ -17,6 +17,11 @@ Pipeline (statsmodels-style: ``analyze(...) -> Analysis``, frozen)::
     options                      -> Pareto front and a recommendation in plain words
     measured node                -> measured step time beside the predictor's (MeasuredCheck)
 
+**Cost** = max(job accelerator-hours, a committed term's hours) x price per
+accelerator-hour: a 1-year commitment is billed for the year
+(:func:`term_hours`); on-demand and spot for the job's hours only (the same
+figure ``hweval predict --tokens --pricing`` gives).
+
 **Interval** (level stated, default 90%): multiplicative parts, each at the
 level, combined in quadrature on the log scale (independent parts; a part's
 factor ``f`` means ``x / f .. x * f``):
@@ -59,7 +64,7 @@ STALE_PRICE_RANGE = 0.25
 #: STREAM working sets below this are labelled cache-resident (32 MiB: the L3 of one AMD Zen 4 CCD,
 #: AMD EPYC 9004 product brief; H100's L2 is 50 MB, so on GPUs the label is conservative)
 CACHE_RESIDENT_BYTES = 32 * 2**20
-MODE_WORDS = {"on_demand": "on-demand", "reserved": "1-year reserved", "reserved_3y": "3-year reserved",
+MODE_WORDS = {"on_demand": "on-demand", "reserved": "reserved", "reserved_3y": "3-year reserved",
               "spot": "spot", "on_prem": "on-prem (owned, amortized)"}
 
 
@@ -647,6 +652,22 @@ def combine(parts: Sequence[IntervalPart]) -> tuple[float, float]:
     return lo, hi
 
 
+def term_hours(term: str | None) -> float:
+    """Minimum billed hours of a reservation term: "1-year committed use" -> 8766 h, "a 1-182 day
+    reservation" -> 24 h; 0 for no term. A committed term is billed in full even when the job is shorter."""
+    import re
+
+    if not term:
+        return 0.0
+    m = re.search(r"(\d+)\s*-\s*\d+\s*day", term)  # a day range first: "1-182 day (not a 1-year plan)"
+    if m:
+        return int(m.group(1)) * 24.0
+    m = re.search(r"(\d+)-year", term)
+    if m:
+        return int(m.group(1)) * 8766.0  # hours per year (hwmodels.units.HOURS_PER_YEAR: 365.25 x 24)
+    return 0.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class PriceInfo:
     mode: str
@@ -657,6 +678,8 @@ class PriceInfo:
     as_of: str
     stale: bool
     source: str
+    term: str = ""
+    min_billed_hours: float = 0.0  # per accelerator: a committed term is billed in full
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -727,7 +750,8 @@ def _price_part(node: Any, mode: str, today: date | str | None) -> tuple[PriceIn
             mode, "regional and list-vs-negotiated spread: +/-10% (assumption)")
     info = PriceInfo(mode=mode, usd_per_accelerator_hour=per_acc, provider=p.provider or "on-prem TCO" if mode == "on_prem"
                      else (p.provider or "unknown"), instance=p.instance or "", region=p.region or "",
-                     as_of=p.as_of or "undated", stale=stale, source=p.source)
+                     as_of=p.as_of or "undated", stale=stale, source=p.source, term=p.term or "",
+                     min_billed_hours=term_hours(p.term))
     return info, IntervalPart(name="price range", lo_factor=1 + rel, hi_factor=1 + rel, source=why)
 
 
@@ -786,7 +810,9 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
                 info, ppart = _price_part(node, mode, today)
                 parts = (*time_parts, ppart)
                 c_lo, c_hi = combine(parts)
-                cost = float(pred.accelerator_hours) * info.usd_per_accelerator_hour
+                # job hours, or the whole committed term when it is longer (billed in full)
+                billed_h = max(float(pred.accelerator_hours), info.min_billed_hours * count)
+                cost = billed_h * info.usd_per_accelerator_hour
                 opts.append(JobOption(
                     node=nid, node_name=node.name, accelerators=count, pricing=mode, price=info,
                     layout=pred.layout.to_dict(), step_time_s=pred.step_time_s, tokens_per_s=pred.tokens_per_s,

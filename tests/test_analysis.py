@@ -112,3 +112,9 @@ def test_cost_plan_bad_input_exit_2(store_path):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--candidates" in r.stderr
     r = run_cli("cost", "--store", str(store_path))
     assert r.returncode == 2 and "exactly one of --plan" in r.stderr
+
+
+def test_committed_term_is_billed_in_full():
+    assert analysis.term_hours("1-year committed use discount") == 8766.0
+    assert analysis.term_hours("EC2 Capacity Block for ML: a 1-182 day reservation (not a 1-year savings plan)") == 24.0
+    assert analysis.term_hours(None) == 0.0

@@ -86,7 +86,8 @@ def test_unavailable_modes_are_said_and_prices_dated(built):
     for o in an.options:
         assert o.price.provider and o.price.as_of
         assert o.cost_lo_usd < o.cost_usd < o.cost_hi_usd
-        assert math.isclose(o.cost_usd, o.accelerator_hours * o.price.usd_per_accelerator_hour, rel_tol=1e-12)
+        billed = max(o.accelerator_hours, o.price.min_billed_hours * o.accelerators)
+        assert math.isclose(o.cost_usd, billed * o.price.usd_per_accelerator_hour, rel_tol=1e-12)
 
 
 def test_roofline_same_dtype_datasheet_and_cache_label(built):
@@ -137,3 +138,19 @@ def test_fmt_helpers_never_scientific():
     assert analysis.fmt_duration(9.8 * 86400) == "9.8 days"
     assert analysis.fmt_duration(5400, ("h", 3600.0)) == "1.5 h"
     assert analysis.fmt_rate(1.23e12, "FLOP/s") == "1.23 TFLOP/s"
+
+
+def test_notebook_charts_render_inline_offline():
+    """charts.enable_inline(): a chart's notebook output is inline SVG (no CDN script), what papermill stores."""
+    import altair as alt
+    import pandas as pd
+
+    from hweval import charts
+
+    charts.enable_inline()
+    try:
+        bundle = alt.Chart(pd.DataFrame({"x": [1, 2]})).mark_point().encode(x="x:Q")._repr_mimebundle_()
+        bundle = bundle[0] if isinstance(bundle, tuple) else bundle
+        assert "<svg" in bundle["image/svg+xml"] and "text/html" not in bundle
+    finally:
+        alt.renderers.enable("default")
