@@ -91,7 +91,8 @@ def parse_parameters(source: str, *, where: str = "parameters cell") -> dict[str
         pm = seen.get(name)
         if pm is None:
             line = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
-            why = "its help comment contains '='" if line.count("=") > 1 else "its annotation is outside papermill's grammar"
+            why = ("its help comment contains '='" if line.count("=") > 1
+                   else "its annotation is outside papermill's grammar")
             raise InputError(f"{where}: line {node.lineno}: papermill cannot read parameter {name!r} ({why}); "
                              "write 'name: type = value  # help' with one '=' and a plain annotation")
         annotation = ast.unparse(node.annotation)
@@ -109,7 +110,8 @@ def _notebook_parameters_cached(path: str, mtime_ns: int) -> dict[str, Parameter
     try:
         nb = jupytext.read(path)
     except Exception as exc:  # noqa: BLE001 - any parse failure is bad input
-        raise InputError(f"{path}: cannot read notebook: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        first = (str(exc).splitlines() or [""])[0]
+        raise InputError(f"{path}: cannot read notebook: {type(exc).__name__}: {first}") from exc
     cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(cells) != 1:
         raise InputError(f"{path}: expected exactly one cell tagged 'parameters', found {len(cells)}")
@@ -289,8 +291,8 @@ def _check_workload_params(declared: Mapping[str, Parameter], full: Mapping[str,
         if full.get("preset"):
             raw["preset"] = full["preset"]
         raw.update(typed)
-        for knob in ("max_steps", "max_time_s", "target_loss"):  # the notebook passes these to workloads.run
-            if knob in full and full[knob] and knob not in typed:
+        for knob in ("max_steps", "max_time_s", "target_loss"):  # the notebooks pass these to workloads.run,
+            if full.get(knob):  # where they override workload_params (target_loss 0: the workload's default)
                 raw[knob] = full[knob]
         counts = list(full.get("nprocs_list") or [None])
         for n in counts:
@@ -331,7 +333,8 @@ def _check_memory(full: Mapping[str, Any], given: Mapping[str, Any], where: str,
     if "sizes_bytes" in full:
         ws = full.get("world_size", 2)
         for c in full.get("collectives") or ["all_reduce"]:
-            sets.append(("sizes_bytes", c, list(full["sizes_bytes"]), lambda b, ws=ws: [{"size_bytes": b, "world_size": ws}]))
+            sets.append(("sizes_bytes", c, list(full["sizes_bytes"]),
+                         lambda b, ws=ws: [{"size_bytes": b, "world_size": ws}]))
     if not sets:
         return
     device = str(full.get("device", "cpu") or "cpu")

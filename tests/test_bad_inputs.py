@@ -46,7 +46,8 @@ def _cases() -> list[tuple[str, dict[str, Any]]]:
 
 CASES = _cases()
 #: known open defects (files owned elsewhere) stay in the corpus as expected failures, with the reason
-PARAMS = [pytest.param(cid, c, id=cid, marks=[pytest.mark.xfail(reason=c["xfail"], strict=False)] if c.get("xfail") else [])
+PARAMS = [pytest.param(cid, c, id=cid,
+                       marks=[pytest.mark.xfail(reason=c["xfail"], strict=False)] if c.get("xfail") else [])
           for cid, c in CASES]
 
 
@@ -149,6 +150,7 @@ def test_bad_input_is_refused_cleanly(case_id, case, tmp_path, store_path, capsy
 
 def test_api_cases_are_not_silently_finite():
     """Sanity of the corpus itself: YAML's .nan/.inf reach the API as real non-finite floats."""
-    vals = [v for _, c in CASES if c["kind"] == "api" for v in {**(c.get("params") or {}), **(c.get("kw") or {})}.values()]
+    vals = [v for _, c in CASES if c["kind"] == "api"
+            for v in {**(c.get("params") or {}), **(c.get("kw") or {})}.values()]
     assert any(isinstance(v, float) and math.isnan(v) for v in vals)
     assert any(isinstance(v, float) and math.isinf(v) for v in vals)
