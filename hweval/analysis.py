@@ -134,6 +134,10 @@ def fmt_count(x: float | None) -> str:
     return f"{x:,.3g}"
 
 
+def _pct(x: float) -> str:
+    return f"{x:.0%}" if x >= 0.1 else f"{x * 100:.2g}%"
+
+
 def _num(x: Any) -> float | None:
     """A finite float or None (for in-process result dicts handed in by notebooks)."""
     if isinstance(x, bool):
@@ -181,12 +185,17 @@ def load_measurements(store: Store, plan: str | None) -> Measurements:
     works = [_flat(r, r.workload) for r in wr]
     warns, ratios = [], []
     for k in kernels:
-        nr = _num(k.get("noise_ratio"))
+        meas = k.get("measurement") if isinstance(k.get("measurement"), dict) else {}
+        nr = _num(k.get("noise_ratio")) if _num(k.get("noise_ratio")) is not None else _num(meas.get("noise_ratio"))
         if nr is not None and k.get("status") == "ok":
             ratios.append(nr)
         if k.get("noise_warning"):
             p = ", ".join(f"{a}={b}" for a, b in (k.get("params") or {}).items() if a not in ("seed", "device"))
-            why = f"IQR/median {nr:.0%}" if nr is not None else "too few samples"
+            n = _num(k.get("n") or meas.get("n"))
+            why = (f"only {n:.0f} timed samples" if n is not None and n < 3 else
+                   f"IQR/median {nr:.0%}" if nr is not None and nr > 0.1 else
+                   f"timing stopped by its {meas.get('stop_reason', 'budget')} before the median converged"
+                   + (f" (IQR/median {nr:.0%})" if nr is not None else ""))
             warns.append(f"noisy measurement: {k['kernel']} ({p}): {why}")
     for w in works:
         for msg in (w.get("warnings") or []) if isinstance(w.get("warnings"), list) else []:
@@ -326,7 +335,7 @@ def roofline_section(results: Iterable[dict[str, Any]], *, node: Any = None) -> 
         t = f"{d}: best measured {fmt_rate(v, 'FLOP/s')}"
         if d in datasheet:
             t += (f" vs datasheet {d} {fmt_rate(datasheet[d]['peak_flops_per_s'], 'FLOP/s')} "
-                  f"({datasheet[d]['measured_over_datasheet']:.0%} of peak)")
+                  f"({_pct(datasheet[d]['measured_over_datasheet'])} of peak)")
         parts.append(t)
     summary = f"roofline from {len(df)} measurements: " + "; ".join(parts)
     return {"ok": True, "summary": summary, "points": df.to_dict("records"), "ceilings": ceilings,
@@ -601,7 +610,9 @@ def measured_checks(node: Any, m: Measurements, *, level: float = LEVEL) -> list
     for (name, _), runs in groups.items():
         p = runs[0].get("params") or {}
         batch = int(p.get("batch_size") or 1)
-        steps = [batch / float(r["samples_per_s"]) for r in runs]
+        # the median step of each run (steady state: what the step model predicts); else batch / throughput
+        steps = [float(r["step_time_s"]["median_s"]) if isinstance(r.get("step_time_s"), dict)
+                 and _num(r["step_time_s"].get("median_s")) else batch / float(r["samples_per_s"]) for r in runs]
         mi = mean_interval(steps, level, noise_floor_cv=m.noise_floor_cv)
         prec = str(p.get("precision") or "fp32")
         prec = prec if prec in ("fp32", "bf16", "fp16") else "fp32"
@@ -624,6 +635,9 @@ def measured_checks(node: Any, m: Measurements, *, level: float = LEVEL) -> list
         cfg = ", ".join(f"{k}={p[k]}" for k in ("layers", "width", "heads", "seq_len", "hidden", "depth",
                                                "batch_size", "precision") if k in p)
         mfus = [x for x in (_num(r.get("mfu")) for r in runs) if x is not None]
+        fps = _num(runs[0].get("flops_per_step"))
+        if not mfus and fps and prec in node.peaks:  # MFU against the catalog node's datasheet peak (PaLM app. B)
+            mfus = [fps / mi["mean"] / node.peak_flops_per_s(prec, per="node")]
         out.append(MeasuredCheck(node=node.id, workload=name, config=cfg, repeats=len(runs),
                                  measured_step_s=mi["mean"], measured_lo_s=mi["lo"], measured_hi_s=mi["hi"],
                                  measured_how=mi["how"], measured_mfu=sum(mfus) / len(mfus) if mfus else None,
@@ -999,6 +1013,16 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     except (KeyError, ValueError, OSError) as exc:
         notes.append(f"measured node: {exc}")
         mnode = None
+    if mnode is None:  # the fingerprint matches no catalog entry: the node the plan's cells ran as
+        from collections import Counter
+
+        from hwcore.records import CellRecord, read
+
+        ran = Counter(c.node for c in read(st, CellRecord, plan=plan) if c.node in cat and not c.is_report)
+        if ran:
+            mnode = cat.get(ran.most_common(1)[0][0])
+            notes.append(f"measured node: {mnode.id}, the plan's node its cells ran as (this machine's fingerprint "
+                         "matches no catalog entry)")
 
     def prefer(rows: Sequence[dict[str, Any]], notebook: str) -> list[dict[str, Any]]:
         mine = [r for r in rows if r.get("notebook") == notebook]
