@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwcore.errors import InputError
+from hwmodels.catalog import MODES as PRICING_MODES  # the catalog's one pricing vocabulary
 
-PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
-from hwmodels.catalog import MODES as PRICING_MODES  # noqa: E402 - the catalog's one vocabulary
+PRECISIONS = ("bf16", "fp8", "fp16", "fp32")  # hwmodels.predict's precisions
 KEYS = ("model", "tokens", "target_loss", "global_batch", "seq_len", "precision", "accelerators", "deadline_days",
         "budget_usd", "pricing", "level")
 #: accelerator counts tried when the job gives a deadline or budget instead of counts
