@@ -177,10 +177,11 @@ def test_family_selection_and_unreachable_target():
     rng = np.random.default_rng(4)
     x = np.linspace(10, 2000, 40)
     y = 3.0 * np.exp(-x / 300) + 1.0 + rng.normal(0, 0.005, x.size)
-    r = Convergence().fit(x, y)
+    r = Convergence(select="aicc").fit(x, y)  # the single lowest-AICc family (the default averages families)
     assert r.model == "exp"
     assert r.params["tau"] == pytest.approx(300, rel=0.05)
-    assert r.candidates["exp"]["weight"] > 0.9
+    # exp2 and exp_drift nest exp and share some of the (quasi-)Akaike weight; exp keeps the largest
+    assert r.candidates["exp"]["weight"] == max(c["weight"] for c in r.candidates.values()) > 0.5
     out = r.x_to_target(0.9)
     assert out["reachable"] is False and out["reliable"] is False
     assert "below the fitted asymptote" in out["message"]

@@ -128,9 +128,10 @@ def scaling_cmd(file, xcol, ycol, model, errors, predict, level, as_json) -> Non
 @click.option("--y", "ycol", required=True, help="Column with the eval loss.")
 @click.option("--target", type=float, required=True, help="Target loss.")
 @click.option("--level", type=float, default=0.9, show_default=True, help="Interval level for x to target.")
-@click.option("--family", type=click.Choice(["auto", "power", "exp", "power0"]), default="auto", show_default=True)
-@click.option("--select", type=click.Choice(["aicc", "average"]), default="aicc", show_default=True,
-              help="Pick the best family by AICc, or average families by Akaike weight.")
+@click.option("--family", type=click.Choice(["auto", "power", "exp", "power0", "power_shift", "exp2", "exp_drift"]),
+              default="auto", show_default=True)
+@click.option("--select", type=click.Choice(["aicc", "average"]), default="average", show_default=True,
+              help="Average families by leave-future-out skill with a structural error (calibrated), or the best by AICc.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_model_errors
 def convergence_cmd(file, xcol, ycol, target, level, family, select, as_json) -> None:
