@@ -37,6 +37,7 @@ import os
 import socket
 import threading
 import time
+import tempfile
 import uuid
 import warnings
 from collections.abc import Iterable, Sequence
@@ -196,6 +197,13 @@ class Store:
             raise InputError(f"store: {probe} is not a directory, cannot create {self.path}")
         if not os.access(probe, os.W_OK | os.X_OK):
             raise InputError(f"store: {probe} is not writable (store path {self.path})")
+        # os.access says yes to root everywhere, /proc included: create and remove a probe file
+        try:
+            fd, name = tempfile.mkstemp(dir=probe, prefix=".hweval-probe-")
+        except OSError as exc:
+            raise InputError(f"store: cannot create files in {probe} ({exc.strerror}; store path {self.path})") from None
+        os.close(fd)
+        os.unlink(name)
 
     # -- writing ------------------------------------------------------------------
     def append(self, records: Record | Iterable[Record]) -> Path | None:

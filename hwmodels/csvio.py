@@ -32,6 +32,11 @@ class BadRows:
         return {"count": self.count, "first_line": self.first_line, "columns": list(self.columns)}
 
 
+#: Largest magnitude accepted in a numeric column: far beyond any physical size, time or rate, and
+#: small enough that the fits' squares and products stay finite in float64 (max ~1.8e308).
+MAX_ABS = 1e100
+
+
 def read_csv(path: str | os.PathLike[str], *, field: str = "FILE"):
     """The whole CSV as strings (blank lines kept, so line numbers stay right)."""
     import pandas as pd
@@ -116,12 +121,21 @@ def read_numeric(path, required: Sequence[str], *, option: dict[str, str] | None
     require_columns(head, required, option=option, path=p)
     names = list(head.columns)
     try:
-        df = pd.read_csv(p, skiprows=skip + 1, header=None, names=names, usecols=list(dict.fromkeys(required)),
-                         skip_blank_lines=False, engine="c", keep_default_na=False, na_values=[""])
+        # every column is parsed (no usecols: with it pandas silently truncates a row with more
+        # fields than the header); index_col=False so a ragged row is an error, not an index
+        df = pd.read_csv(p, skiprows=skip + 1, header=None, names=names, index_col=False,
+                         skip_blank_lines=False, engine="c", keep_default_na=False, na_values=[""],
+                         dtype={c: str for c in names if c not in required})[list(dict.fromkeys(required))]
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise ModelInputError(f"{field}: {p!r} is not a readable CSV: {str(exc).splitlines()[0]}") from None
     df.attrs["first_data_line"] = skip + 2
     clean, report = numeric_columns(df, required)
+    big = (clean.abs() > MAX_ABS).to_numpy()
+    if big.any():
+        r, c = (int(v[0]) for v in big.nonzero())
+        line = first_line(df, [clean.index[r]])
+        raise ModelInputError(f"{field}: {p} line {line}: column {required[c]!r}: {clean.iat[r, c]:g} is out of range "
+                              f"(|value| <= {MAX_ABS:g}; no measured size, time or rate comes near it)")
     if clean.empty:
         raise ModelInputError(
             f"{field}: {os.fspath(path)} has no usable rows ({report.count} row(s) with missing or non-numeric "
