@@ -48,9 +48,9 @@ def test_batch_keeps_row_order_and_count(cli, tmp_path):
 
 @pytest.mark.parametrize("args,needle", [
     (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--precision", "bf17"),
-     "--precision: unknown value 'bf17'; valid choices: bf16, fp8, fp16, fp32"),
+     "--precision: unknown value 'bf17'; valid choices: bf16, fp16, fp32, fp8"),
     (("--hardware", "h999", "--accelerators", "8", "--model", "llama3-8b"), "--hardware: unknown node 'h999'"),
-    (("--hardware", "h100-sxm", "--accelerators", "0", "--model", "llama3-8b"), "--accelerators: must be >= 1"),
+    (("--hardware", "h100-sxm", "--accelerators", "0", "--model", "llama3-8b"), "--accelerators: expected a positive integer, got '0'"),
     (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "d_model=64,bogus=2"), "unknown key 'bogus'"),
     (("--hardware", "h100-sxm", "--accelerators", "12", "--model", "llama3-8b", "--tp", "8"),
      "must divide accelerators"),
@@ -71,7 +71,7 @@ def test_bad_batch_row_names_row_and_column_no_partial_output(cli, tmp_path):
     p.write_text("hardware,accelerators,model,sharding\nh100-sxm,8,llama3-8b,\nh100-sxm,8,llama3-8b,zero9\n")
     proc = cli("predict", "--batch", str(p), "--json")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert "row 2, column sharding: unknown value 'zero9'; valid choices: none, ddp" in proc.stderr
+    assert "row 2, column sharding: unknown value 'zero9'; valid choices: ddp, full_shard, none, shard_grad_op, zero1" in proc.stderr
     q = tmp_path / "u.csv"
     q.write_text("hardware,accelerators,model,colour\nh100-sxm,8,llama3-8b,red\n")
     proc = cli("predict", "--batch", str(q))

@@ -23,12 +23,12 @@ rows whose ``node_id`` is the hardware id) are used when present.
 from __future__ import annotations
 
 import csv
-import math
 from pathlib import Path
 from typing import Any
 
 import click
 
+from hwcore import params as P
 from hwcore.errors import InputError
 
 PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
@@ -41,6 +41,12 @@ COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "globa
 INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp")
 CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpointing": RECOMPUTE,
            "layout": LAYOUTS, "pricing": MODES}
+#: column -> its type (hwcore.params): positive integers, a positive finite token count, choices
+TYPES: dict[str, P.Type] = {
+    **{c: P.Int(min=1) for c in INT_FIELDS},
+    "tokens": P.Float(min=0, min_open=True),
+    **{c: P.Str(choices=tuple(v)) for c, v in CHOICES.items()},
+}
 
 
 def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
@@ -58,29 +64,9 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
         if v is None:
             out[col] = None
             continue
-        if col in INT_FIELDS:
-            try:
-                f = float(v)
-                if not f.is_integer():
-                    raise ValueError
-                iv = int(f)
-            except (TypeError, ValueError):
-                raise err(col, f"expected a positive integer, got {v!r}") from None
-            if iv < 1:
-                raise err(col, f"must be >= 1, got {iv}")
-            out[col] = iv
-        elif col == "tokens":
-            try:
-                f = float(v)
-            except (TypeError, ValueError):
-                raise err(col, f"expected a number of tokens (e.g. 2e12), got {v!r}") from None
-            if not math.isfinite(f) or f <= 0:
-                raise err(col, f"must be a finite number > 0, got {v!r}")
-            out[col] = f
-        elif col in CHOICES:
-            if v not in CHOICES[col]:
-                raise err(col, f"unknown value {v!r}; valid choices: {', '.join(CHOICES[col])}")
-            out[col] = v
+        if col in TYPES:
+            # the one parameter type system (hwcore.params): same ranges and error shape as plans and registries
+            out[col] = TYPES[col].parse(v, f"{where}{col}")
         else:
             out[col] = str(v)
     for req in ("hardware", "accelerators", "model"):
