@@ -44,7 +44,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}
 h1{border-bottom:2px solid #444}h2{margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th{background:#f0f0f0;text-align:center;vertical-align:bottom}td{text-align:left}td.num{text-align:right;white-space:nowrap}
+th{background:#f0f0f0;text-align:center;vertical-align:bottom}td{text-align:left}td.num{text-align:right}
 .rec{background:#eef6ee;border-left:4px solid #3a3;padding:0.8em 1em;font-size:16px}
 .note{color:#555;font-size:13px}.warn{color:#a50}.caption{color:#444;font-size:13px;margin:0.2em 0 1.5em 0;max-width:900px}
 .chart{margin-top:0.5em}details{margin:1em 0}
@@ -60,16 +60,17 @@ def _table(rows: Sequence[Mapping[str, Any]], cols: Sequence[str] | None = None)
         return "<p class='note'>none</p>"
     cols = list(cols or rows[0].keys())
     head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(_td(r.get(c, "")) for c in cols) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(_td(r.get(c, ""), i) for i, c in enumerate(cols)) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 _NUMERIC = re.compile(r"^[-+$<]?\s?[\d.,]+")
 
 
-def _td(v: Any) -> str:
+def _td(v: Any, col: int = 1) -> str:
     text = str(v)
-    return f"<td class='num'>{_esc(text)}</td>" if _NUMERIC.match(text) and len(text) < 28 else f"<td>{_esc(text)}</td>"
+    num = col > 0 and _NUMERIC.match(text) and len(text) < 28
+    return f"<td class='num'>{_esc(text)}</td>" if num else f"<td>{_esc(text)}</td>"
 
 
 def _layout(lay: Mapping[str, Any]) -> str:
@@ -101,9 +102,10 @@ def option_row(o: A.JobOption, unit: tuple[str, float], level: float) -> dict[st
         "Cost": A.fmt_usd(o.cost_usd),
         f"Cost, {level:.0%} interval": f"{A.fmt_usd(o.cost_lo_usd)} to {A.fmt_usd(o.cost_hi_usd)}",
         "Energy (MWh)": f"{o.energy_mwh:,.1f}",
-        "Price per accelerator-hour": f"${o.price.usd_per_accelerator_hour:,.2f}",
-        "Price source": f"{o.price.provider}" + (f", {_instance(o.price.instance)}" if o.price.instance else ""),
-        "Price as of": o.price.as_of + (" (stale)" if o.price.stale else ""),
+        "Price per accelerator-hour (source, as of)": (
+            f"${o.price.usd_per_accelerator_hour:,.2f} ({o.price.provider}"
+            + (f" {_instance(o.price.instance)}" if o.price.instance else "")
+            + f", {o.price.as_of}{', stale' if o.price.stale else ''})"),
         "Pareto front": "yes" if o.pareto else "",
         "Meets deadline": "yes" if o.meets_deadline else "no",
     }

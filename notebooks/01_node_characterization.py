@@ -28,6 +28,7 @@ stream_sizes: list[int] = [65536, 1048576, 16777216]  # STREAM elements per arra
 warmup_ms: float = 20.0  # warm-up budget per measurement
 measure_ms: float = 200.0  # measurement budget per measurement
 node: str = ""  # catalog node id for datasheet ceilings (empty: match this machine)
+catalog_dir: str = ""  # catalog directory or file for the datasheet ceilings (empty: data/catalog)
 
 # %%
 from IPython.display import display
@@ -55,6 +56,7 @@ analysis.kernel_table(results)
 # ## Roofline: fitted ceilings and measured points
 
 # %%
-roof = analysis.roofline_section(results, node=node or None)
+catalog = analysis.load_catalog(catalog_dir or None)
+roof = analysis.roofline_section(results, node=analysis.resolve_measured_node(node or None, catalog))
 print(roof["summary"])
 display(charts.roofline(roof["points"], roof["ceilings"]))

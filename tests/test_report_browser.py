@@ -77,4 +77,4 @@ def test_level_and_tables_readable(page_of_report):
     text = page.inner_text("body")
     assert "90% intervals throughout" in text
     assert "Time to train (days)" in text or "Time to train (h)" in text
-    assert "Price as of" in text and "Asked for but not available" in text
+    assert "(source, as of)" in text and "Prices used" in text and "Asked for but not available" in text
