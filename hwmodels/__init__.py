@@ -2,7 +2,8 @@
 
 Modules: ``catalog`` (node types as sourced data), ``roofline``, ``scaling``
 (Amdahl / USL), ``comms`` (alpha-beta, parallel step projections),
-``convergence`` (loss-curve fits, x to target), ``cost`` (cost per
+``convergence`` (loss-curve fits, x to target), ``scaling_law`` (Chinchilla
+L(N, D): tokens for a target loss), ``cost`` (cost per
 convergence, Pareto, break-even, sensitivity); ``results`` (the shared
 immutable FitResult), ``csvio`` (CSV input with bad-row reports), ``units``,
 ``errors`` (``ModelInputError``, a ``ValueError``).
