@@ -373,12 +373,12 @@ def test_module_with_missing_dependency_is_skipped(monkeypatch):
         yield from real(path, prefix)
         yield pkgutil.ModuleInfo(None, "zz_needs_missing_dep", False)
 
-    monkeypatch.setattr(R, "_DISCOVERED", False)
-    monkeypatch.setattr(R, "SKIPPED_MODULES", {})
-    monkeypatch.setattr(R.pkgutil, "iter_modules", fake)
+    monkeypatch.setattr(R.spec, "_DISCOVERED", False)
+    monkeypatch.setattr(R.spec, "SKIPPED_MODULES", {})
+    monkeypatch.setattr(R.spec.pkgutil, "iter_modules", fake)
     with pytest.warns(R.KernelModuleSkipped, match="zz_needs_missing_dep"):
         R.discover()
-    assert "kernels.zz_needs_missing_dep" in R.SKIPPED_MODULES
+    assert "kernels.zz_needs_missing_dep" in R.spec.SKIPPED_MODULES
     assert R.get("gemm").name == "gemm"
 
 
