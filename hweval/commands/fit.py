@@ -76,8 +76,8 @@ def fit() -> None:
 @click.option("--y", "ycol", required=True, help="Column with the throughput (any unit; higher is better).")
 @click.option("--model", type=click.Choice(["amdahl", "usl", "auto"]), default="auto", show_default=True,
               help="auto: the lower BIC of Amdahl and USL.")
-@click.option("--errors", type=click.Choice(["additive", "multiplicative"]), default="additive", show_default=True,
-              help="Noise model: constant absolute or constant relative error.")
+@click.option("--errors", type=click.Choice(["auto", "additive", "multiplicative"]), default="additive", show_default=True,
+              help="Noise model: constant absolute or constant relative error; auto: the likelier on the throughput scale.")
 @click.option("--predict", "predict", default=None, help="Device counts to predict at, e.g. 16,32,64 (default: the observed ones).")
 @click.option("--level", type=float, default=0.95, show_default=True, help="Confidence/prediction level.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -110,7 +110,8 @@ def scaling_cmd(file, xcol, ycol, model, errors, predict, level, as_json) -> Non
         "criterion": res.meta.get("criterion"),
         "candidates": res.candidates,
         "peak_devices": res.peak_devices(),
-        "errors": errors,
+        "errors": res.errors,
+        "noise": res.noise,
         "n": res.n,
         "bad_rows": bad_d,
     }
