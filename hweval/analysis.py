@@ -488,7 +488,11 @@ def convergence_section(results: Iterable[dict[str, Any]], *, level: float = LEV
     df = pd.DataFrame(pts)
     tgt = target if target is not None else _num(best.get("target_loss") or (best.get("params") or {}).get("target_loss"))
     batch = _num((best.get("params") or {}).get("batch_size")) or 1.0
-    res = Convergence().fit(df["step"].to_numpy(dtype=float) * batch, df["loss"].to_numpy(dtype=float))
+    try:
+        res = Convergence().fit(df["step"].to_numpy(dtype=float) * batch, df["loss"].to_numpy(dtype=float))
+    except ValueError as exc:  # hwmodels.errors.ModelInputError: too few / too flat points for any family
+        return {"ok": False, "summary": f"convergence: not enough data ({exc})",
+                "points": [{"step": p["step"], "loss": p["loss"]} for p in pts], "curve": [], "fit": {}}
     tt = res.x_to_target(tgt, level=level) if tgt is not None else {}
     steps_done = float(df["step"].max())
     reach, lo, hi = (None if v is None else v / batch for v in
@@ -882,6 +886,7 @@ class Analysis:
     validation: str
     catalog_dir: str
     prices_file: str | None
+    break_even: tuple[Mapping[str, Any], ...] = ()  # buy vs rent per node (hwmodels.cost.break_even_utilization)
 
     @property
     def pareto(self) -> list[JobOption]:
@@ -1073,8 +1078,12 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
                   f"{ov.get('median', float('nan')):.0%}, 90th percentile {ov.get('q90', float('nan')):.0%}"
                   if ov else "predictor validation error: not available")
     from hwmodels.catalog import default_dir
+    from hwmodels.cost import break_even_utilization
 
-    return Analysis(job=jb, tokens=tokens, options=tuple(opts), unavailable=tuple(missing), recommended=rec,
+    be = []
+    for nid in dict.fromkeys(o.node for o in opts):
+        be.extend(break_even_utilization(cat.get(nid)))
+    return Analysis(break_even=tuple(be), job=jb, tokens=tokens, options=tuple(opts), unavailable=tuple(missing), recommended=rec,
                     cheapest=cheapest, fastest=fastest, recommendation=sentence, sections=sections,
                     checks=tuple(checks), measurements=m, measured_node=mnode.id if mnode else None, level=lvl,
                     notes=tuple(notes), stale_prices=stale, validation=validation,

@@ -264,6 +264,15 @@ def render(an: A.Analysis, report_dir: str | Path, *, title: str = "hweval procu
                 "Provider": o.price.provider, "Instance": o.price.instance, "Region": o.price.region,
                 "As of": o.price.as_of, "Older than 12 months": "yes: re-quote before signing" if o.price.stale else ""}
         b.append(("html", "<h2>Prices used</h2>" + _table(sorted(prices.values(), key=lambda r: (r["Node"], r["Pricing"])))))
+        if an.break_even:
+            be = [{"Node": r["node"], "Rent mode": A.MODE_WORDS.get(r["rent_mode"], r["rent_mode"]),
+                   "Rent, USD per node-hour": f"${r['rent_usd_per_hour']:,.2f}",
+                   "Capex per node": A.fmt_usd(r["capex_usd"]), "Amortization": f"{r['amortization_years']:g} years",
+                   "Buying wins above utilization": f"{r['break_even_utilization']:.0%}"
+                   if r["break_even_utilization"] <= 1 else "never (renting always cheaper)"} for r in an.break_even]
+            b.append(("html", "<h2>Buy vs rent: break-even utilization</h2>" + _table(be)
+                      + "<p class='note'>Owning costs capex / (years x 8,766 h x utilization) + energy per used "
+                        "hour; renting costs the rent. Catalog capex and energy inputs (hwmodels.cost).</p>"))
         full = [option_row(o, unit, an.level) for o in an.options]
         b.append(("html", f"<details><summary>All {len(full)} options</summary>{_table(full)}</details>"))
     b.append(("html", "<h2>Predictor vs measurement on this machine</h2>"))
