@@ -73,7 +73,9 @@ calibrated: the simulation in ``benchmarks/fit_coverage.py`` measures the
 coverage of the nominal-90% interval per extrapolation regime
 (``x*/x_max``, table ``REGIME_COVERAGE``), and a result is reliable only in a
 regime whose simulated coverage is at least ``level - 0.05``, when its upper
-bound is finite, and when the fitted curve is a decaying one; ``message`` says
+bound is finite, when the fitted curve is a decaying one, and when the curve
+has at least ``MIN_CALIBRATED_POINTS`` (8) points, the smallest prefix the
+calibration saw; ``message`` says
 which condition failed, plainly.
 """
 
@@ -100,6 +102,8 @@ LFO_FLOOR = 0.02
 # multiplier moves it by < 0.02 between 0.1 and 1, so it stays 1. Checked on seeds 100000..100199: 0.910.
 COV_INFLATION = 1.0
 STRUCT_INFLATION = 5.0
+# The simulated prefixes had 8-32 points; with fewer the leave-future-out check cannot run and no result is reliable.
+MIN_CALIBRATED_POINTS = 8
 # Simulated coverage of the nominal 90% interval by estimated extrapolation ratio x*/x_max (upper bin edges),
 # from the same calibration run (benchmarks/README.md, "Fit coverage"); reliable needs >= level - 0.05.
 REGIME_EDGES = (1.25, 2.0, 4.0, 10.0, math.inf)
@@ -315,6 +319,9 @@ class ConvergenceResult(FitResult):
         if self.meta.get("theta_at_grid_edge") and self.select != "average":
             problems.append(f"the {self.family} fit's {self.names[1]} sits at the edge of the searched range; "
                             "the data do not look like a decaying loss curve")
+        if self.select == "average" and self.n < MIN_CALIBRATED_POINTS:
+            problems.append(f"few points: {self.n} < {MIN_CALIBRATED_POINTS}, below the range the interval was "
+                            "calibrated on (no leave-future-out check of the families was possible)")
         if self.meta.get("not_decaying"):
             problems.append("the fitted curve does not decay over the observed range")
         ratio = x_hat / self.x_max if reachable else math.inf
