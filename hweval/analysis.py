@@ -910,6 +910,21 @@ class Analysis:
             out.append(min(ok, key=lambda o: (o.cost_usd, o.time_s)) if ok else min(group, key=lambda o: o.time_s))
         return sorted(out, key=lambda o: (o.cost_usd, o.time_s))
 
+    def summary(self) -> str:
+        """The recommendation and the best option per node and pricing mode, as plain text."""
+        unit = time_unit([o.time_s for o in self.options])
+        lines = [self.recommendation, "",
+                 f"best count per node and pricing mode ({self.level:.0%} intervals; {self.validation}):",
+                 f"{'option':<48} {'time (' + unit[0] + ')':>11} {'cost':>10} {'interval':>22} {'MWh':>9} "
+                 f"{'price as of':>12}"]
+        for o in self.best_per_node():
+            lines.append(f"{o.label:<48} {o.time_s / unit[1]:>11,.1f} {fmt_usd(o.cost_usd):>10} "
+                         f"{fmt_usd(o.cost_lo_usd) + ' to ' + fmt_usd(o.cost_hi_usd):>22} {o.energy_mwh:>9,.1f} "
+                         f"{o.price.as_of + ('*' if o.price.stale else ''):>12}")
+        if self.stale_prices:
+            lines.append("* price older than 12 months")
+        return "\n".join(lines)
+
     def to_dict(self) -> dict[str, Any]:
         return {"job": self.job.to_dict() if self.job else None,
                 "tokens": self.tokens.to_dict() if self.tokens else None, "level": self.level,

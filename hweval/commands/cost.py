@@ -196,16 +196,7 @@ def _plan_answer(plan_path: str, catalog_path: str | None, prices: str | None, t
     if as_json:
         echo_json(an.to_dict())
         return
-    unit = A.time_unit([o.time_s for o in an.options])
-    click.echo(an.recommendation)
-    click.echo(f"\nbest count per node and pricing mode ({an.level:.0%} intervals; {an.validation}):")
-    click.echo(f"{'option':<44} {'time (' + unit[0] + ')':>11} {'cost':>10} {'interval':>22} {'MWh':>8} {'price as of':>12}")
-    for o in an.best_per_node():
-        click.echo(f"{o.label:<44} {o.time_s / unit[1]:>11,.1f} {A.fmt_usd(o.cost_usd):>10} "
-                   f"{A.fmt_usd(o.cost_lo_usd) + ' to ' + A.fmt_usd(o.cost_hi_usd):>22} {o.energy_mwh:>8,.1f} "
-                   f"{o.price.as_of + ('*' if o.price.stale else ''):>12}")
-    if an.stale_prices:
-        click.echo("* price older than 12 months")
+    click.echo(an.summary())
     for u in an.unavailable:
         click.echo(f"not available: {u.node}{f' x {u.accelerators}' if u.accelerators else ''}"
                    f"{f' ({u.pricing})' if u.pricing else ''}: {u.reason}", err=True)
