@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 import click
 
@@ -60,8 +61,15 @@ def cli() -> None:
     """hweval: hardware evaluation and cost modelling for ML training infrastructure."""
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:  # noqa: ANN001 - warnings' hook
+    """Warnings as one line naming what degraded (``hweval: warning: ...``), not Python's file:line + source."""
+    text = " ".join(str(message).split())
+    return f"hweval: warning: {text} ({category.__name__})\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
+    warnings.formatwarning = _one_line_warning
     try:
         # with standalone_mode=False click returns (not raises) a command's ctx.exit(code)
         rc = cli.main(args=argv, prog_name="hweval", standalone_mode=False)
