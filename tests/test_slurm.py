@@ -195,9 +195,9 @@ def test_poller_records_abnormal_missing_and_lost(tmp_path, monkeypatch):
          ("7", 3): TaskState(state="TIMEOUT", exit_code="0:15"),  # c2 left every state source
          ("7", 4): TaskState(state="PREEMPTED"), ("7", 5): TaskState(state="OUT_OF_MEMORY", exit_code="0:125")},
     ]
-    monkeypatch.setattr(slurm, "StatePoller", ScriptedPoller)
-    monkeypatch.setattr(slurm, "LOST_AFTER_POLLS", 2)
-    statuses = slurm._wait(tasks, plan=FakePlan(), st=store, run_id="r1", poll_s=0.01, grace_s=0.05,
+    monkeypatch.setattr(slurm.poller, "StatePoller", ScriptedPoller)
+    monkeypatch.setattr(slurm.poller, "LOST_AFTER_POLLS", 2)
+    statuses = slurm.wait(tasks, plan=FakePlan(), st=store, run_id="r1", poll_s=0.01, grace_s=0.05,
                            notebooks_out=tmp_path / "nb", submitted_at=datetime.now(UTC), progress=False,
                            cell_states=cell_states)
     assert statuses == {"c0": "ok", "c1": "failed", "c2": "failed", "c3": "timeout", "c4": "preempted", "c5": "oom"}
@@ -290,22 +290,22 @@ def test_group_sbatch_refuses_is_recorded_and_others_run(tmp_path, monkeypatch):
 
     plan = P(nodes=(N("a", {}), N("b", {"partition": "limited"})), path=tmp_path / "plan.yaml")
     cells = [FakeCell("ca", node="a"), FakeCell("cb", node="b")]
-    monkeypatch.setattr(slurm, "require_slurm", lambda: None)
-    monkeypatch.setattr(slurm, "sbatch_test", lambda g, text: None)
+    monkeypatch.setattr(slurm.backend, "require_slurm", lambda: None)
+    monkeypatch.setattr(slurm.backend, "sbatch_test", lambda g, text: None)
 
     def submit(g):
         if g.node == "b":
             raise RuntimeError("sbatch failed for node b: QOSMaxSubmitJobPerUserLimit")
         return "41"
 
-    monkeypatch.setattr(slurm, "sbatch_submit", submit)
+    monkeypatch.setattr(slurm.backend, "sbatch_submit", submit)
     seen = {}
 
     def fake_wait(tasks, **kw):
         seen.update(tasks)
         return {c.cell_id: "ok" for _, c in tasks.values()}
 
-    monkeypatch.setattr(slurm, "_wait", fake_wait)
+    monkeypatch.setattr(slurm.backend, "wait", fake_wait)
     store = Store(tmp_path / "store")
     statuses = slurm.run_plan(plan, cells, out_dir=tmp_path / "out", store=store, run_id="r1")
     assert statuses == {"ca": "ok", "cb": "failed"}
