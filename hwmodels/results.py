@@ -232,14 +232,14 @@ def cov_from_jacobian(J: np.ndarray, s2: float, *, rcond: float = 1e-10) -> np.n
     d = np.where(dead, 1.0, d)
     Js = J / d
     try:
-        with single_thread_blas():
-            _, sv, vt = np.linalg.svd(Js, full_matrices=False)
+        _, sv, vt = np.linalg.svd(Js, full_matrices=False)  # k <= 5 columns: no BLAS threading to limit
     except np.linalg.LinAlgError:
         return np.full((k, k), np.inf)
     keep = sv > rcond * (sv[0] if sv.size else 0.0)
     inv_s = np.where(keep, 1.0 / np.where(keep, sv, 1.0) ** 2, 0.0)
     cov_s = (vt.T * inv_s) @ vt
-    cov = cov_s / np.outer(d, d) * s2
+    with np.errstate(over="ignore", invalid="ignore"):
+        cov = cov_s / np.outer(d, d) * s2
     if not np.all(keep) or np.any(dead):
         # a null direction of the scaled problem: parameters loading on it are not identified
         null = np.abs(vt[~keep]).max(axis=0) > 1e-6 if np.any(~keep) else np.zeros(k, bool)
