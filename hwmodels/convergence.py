@@ -393,16 +393,20 @@ class Convergence:
         fams = FAMILIES if self.family == "auto" else (self.family,)
         fits: dict[str, FitResult] = {}
         n_distinct = np.unique(xs).size
-        for fam in fams:
-            k = len(_NAMES[fam])
-            need = k + 1 if self.family != "auto" else k + 3
-            if xs.size < need or n_distinct < k:
-                if self.family != "auto":
-                    raise ModelInputError(f"convergence.family={fam}: needs at least {need} points, got {xs.size}")
-                continue
-            r = _fit_one(fam, xs, ys)
-            if r is not None:
-                fits[fam] = r
+        # auto: a family needs k + 3 points (AICc defined, residual dof >= 2); a short curve falls back to k + 1
+        for extra in ((3, 1) if self.family == "auto" else (1,)):
+            for fam in fams:
+                k = len(_NAMES[fam])
+                need = k + extra
+                if xs.size < need or n_distinct < k:
+                    if self.family != "auto":
+                        raise ModelInputError(f"convergence.family={fam}: needs at least {need} points, got {xs.size}")
+                    continue
+                r = _fit_one(fam, xs, ys)
+                if r is not None:
+                    fits[fam] = r
+            if fits:
+                break
         if not fits:
             raise ModelInputError(f"convergence data: could not fit any family to {xs.size} points")
         n = xs.size

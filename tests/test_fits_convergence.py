@@ -99,3 +99,10 @@ def test_unreachable_and_unreliable_are_said():
     assert out["reachable"] is False and out["reliable"] is False and "asymptote" in out["message"]
     far = Convergence(family="power").fit(x, 5 * x**-0.3 + 1 + rng.normal(0, 0.002, x.size)).x_to_target(1.2)
     assert far["reliable"] is False and "extrapolation" in far["message"]
+
+
+def test_short_curve_still_fits_but_is_never_reliable():
+    x = np.array([10.0, 20, 40, 80])
+    r = Convergence().fit(x, 3 * x**-0.3 + 1)  # 4 points: the k + 1 fallback, as before this change
+    out = r.x_to_target(1.9)
+    assert out["reachable"] and not out["reliable"] and "few points" in out["message"]
