@@ -15,7 +15,6 @@ from hwmodels.errors import ModelInputError
 from hwmodels.predict import (KernelPoint, Layout, calibrate, from_workload, make_prediction, parse_spec, predict_job,
                               preset, search, step_times)
 from hwmodels.predict import ops as O
-from hwmodels.predict.calibration import Ramp, fit_ramp, parse_nccl_log
 from hwmodels.predict.collectives import bus_factor, collective_time
 from hwmodels.predict.memory import activation_bytes_per_layer, estimate, korthikanti_per_layer
 
@@ -198,21 +197,78 @@ def test_collective_time_conventions(a100):
     inter = collective_time(a100, kind="all_reduce", size_bytes=1e9, ranks=16, level="inter", ranks_per_node=8)
     share = collective_time(a100, kind="all_reduce", size_bytes=1e9, ranks=16, level="inter", ranks_per_node=1)
     assert intra < inter < share
-    r = Ramp(busbw_max=100e9, s_half=1e6, latency_s=1e-5, kind="published", source="x")
-    assert r.busbw(1e6) == pytest.approx(50e9)
+    # a pair across nodes meets one NIC; the same pair inside the node runs at NVLink speed
+    p2p_inter = collective_time(a100, kind="send_recv", size_bytes=1e9, ranks=2, level="inter")
+    assert p2p_inter > collective_time(a100, kind="send_recv", size_bytes=1e9, ranks=2, level="intra")
 
 
-def test_nccl_log_parse_and_ramp_fit():
-    lines = ["#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong"]
-    for e in range(10, 31):
-        size = 2 ** e
-        bus = 100.0 * size / (size + 2 ** 20)
-        t_us = size * 2 * 7 / 8 / (bus * 1e9) * 1e6 + 10
-        lines.append(f"0: {size} {size // 4} float sum -1 {t_us:.2f} 0 {bus:.2f} 0 {t_us:.2f} 0 {bus:.2f} 0")
-    pts = parse_nccl_log("\n".join(lines))
-    assert len(pts) == 21
-    bmax, s_half, lat = fit_ramp(pts)
-    assert bmax == pytest.approx(100e9, rel=0.01) and s_half == pytest.approx(2 ** 20, rel=0.2)
+def _reference_points(name: str, ranks: int):
+    """The out-of-place and in-place (size, time) points of one published nccl-tests log, as the store holds them."""
+    from hwmodels.nccl_tests import parse_text
+
+    (tab,) = parse_text((REPO / "data/reference/nccl_tests" / name).read_text(), collective="all_reduce", ranks=ranks)
+    return tab, [KernelPoint(kernel="all_reduce", params={"size_bytes": r.size_bytes, "ranks": ranks, "nodes": 1},
+                             metrics={"time_s": r.time_s, "inplace_time_s": r.inplace_time_s}, origin="imported",
+                             where="dgx log") for r in tab.rows]
+
+
+def test_collective_time_is_the_comms_model_fitted_on_the_calibration_points(cat):
+    """8-rank all-reduce of 1 GiB on h100-sxm: the predictor's time is hwmodels.comms' prediction from the same points."""
+    import numpy as np
+
+    from hwmodels.comms import CommsModel, collective_time_s
+    from hwmodels.predict.calibration import COMMS_FIT_MIN_BYTES
+
+    tab, pts = _reference_points("dgx_h100_8gpu_all_reduce.log", 8)
+    cal = calibrate(cat.get("h100-sxm"), pts)
+    assert cal.comms["intra"].kind == "imported" and "all_reduce records of this node" in cal.sources()[
+        "collective_busbw.intra"]
+    s = np.array([r.size_bytes for r in tab.rows] * 2, dtype=float)
+    t = np.array([r.time_s for r in tab.rows] + [r.inplace_time_s for r in tab.rows])
+    keep = (s >= COMMS_FIT_MIN_BYTES) & (t > 0)
+    res = CommsModel(collective="all_reduce").fit(s[keep], time_s=t[keep], ranks=8)
+    want = collective_time_s("all_reduce", 2**30, 8, model_or_link=res)
+    got = collective_time(cal, kind="all_reduce", size_bytes=2**30, ranks=8, level="intra")
+    assert got == pytest.approx(want["time_s"], rel=1e-9)
+    assert got == pytest.approx(float(res.predict_time(2**30)[0]), rel=1e-9)
+    # the published curve itself (no points given) is the same log: the same time
+    pub = calibrate(cat.get("h100-sxm"))
+    assert pub.comms["intra"].kind == "published" and "dgx_h100_8gpu_all_reduce.log" in pub.sources()[
+        "collective_busbw.intra"]
+    assert collective_time(pub, kind="all_reduce", size_bytes=2**30, ranks=8, level="intra") == pytest.approx(got)
+    # the model's own interval enters the calibration uncertainty, weighted by the exposed-comm share
+    assert pub.rel_sigma(comm_share=0.5) > pub.rel_sigma()
+
+
+def test_node_without_curves_uses_the_link_model(cat):
+    from hwmodels.comms import LinkModel
+
+    node = cat.get("gaudi2")
+    cal = calibrate(node)
+    for level in ("intra", "inter"):
+        lc = cal.comms[level]
+        assert not lc.fits and lc.kind == "datasheet"
+        src = cal.sources()[f"collective_busbw.{level}"]
+        assert src.startswith("datasheet: link model") and "no measured, imported or published" in src
+    link = LinkModel.from_node(node)
+    for kind, n, level in (("all_reduce", 8, "intra"), ("all_gather", 8, "intra")):
+        got = collective_time(cal, kind=kind, size_bytes=2**30, ranks=n, level=level)
+        assert got == pytest.approx(float(link.predict_time(kind, 2**30, n)[0]), rel=1e-9)
+    # 16 ranks on 2 nodes, 8 per node: the link model's own hierarchy
+    got = collective_time(cal, kind="all_reduce", size_bytes=2**30, ranks=16, level="inter", ranks_per_node=8)
+    assert got == pytest.approx(float(link.predict_time("all_reduce", 2**30, 16)[0]), rel=1e-9)
+
+
+def test_nccl_tests_has_one_parser():
+    """The importer parses through hwmodels.nccl_tests: no second parser of the format."""
+    import hweval.importers.nccl_tests as NT
+    from hwmodels import nccl_tests as H
+
+    assert NT.parse.__module__ == "hweval.importers.nccl_tests" and NT.NcclRow is H.NcclRow
+    assert issubclass(NT.NcclLog, H.NcclTable)
+    with pytest.raises(ModelInputError, match="x.log:2: a result row needs 13 columns"):
+        H.parse_text("# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n1024 256 float",
+                     path="x.log", collective="all_reduce")
 
 
 # ------------------------------------------------------------------------ step and search
@@ -241,10 +297,18 @@ def test_step_breakdown_and_prediction_json(a100):
 def test_more_bandwidth_is_never_slower(cat):
     s = preset("llama2-13b")
     lay = Layout(dp=64, tp=1, pp=1, micro_batch=2, sharding="full_shard", recompute="full")
-    base = calibrate(cat.get("a100-80gb-sxm"))
+    cal = calibrate(cat.get("a100-80gb-sxm"))
+    base = replace(cal, comms={k: replace(c, fits={}, geometries={}) for k, c in cal.comms.items()})  # link model only
     t0 = step_times(s, base, lay, global_batch=512).total
-    fast = replace(base, ramps={k: replace(r, busbw_max=r.busbw_max * 4) for k, r in base.ramps.items()})
-    assert step_times(s, fast, lay, global_batch=512).total <= t0
+    fast = replace(base, comms={k: replace(c, link=replace(c.link, intra_bytes_per_s=c.link.intra_bytes_per_s * 4,
+                                                            inter_bytes_per_s=c.link.inter_bytes_per_s * 4))
+                                for k, c in base.comms.items()})
+    assert step_times(s, fast, lay, global_batch=512).total < t0
+    # a fitted curve: 4x its asymptotic busbw is faster too
+    quick = replace(cal, comms={k: replace(c, fits={n: replace(f, regimes=tuple(
+        replace(r, theta=r.theta - [0.0, 0.0, math.log(4)]) for r in f.regimes)) for n, f in c.fits.items()})
+        for k, c in cal.comms.items()})
+    assert step_times(s, quick, lay, global_batch=512).total < step_times(s, cal, lay, global_batch=512).total
 
 
 def test_search_returns_only_fitting_layouts(cat):
@@ -290,7 +354,8 @@ def test_interval_reads_validation_error(tmp_path, a100):
     s = preset("llama2-7b")
     lay = Layout(dp=8, micro_batch=1, sharding="zero1", recompute="none")
     pr = make_prediction(s, a100, lay, hardware="a100-80gb-sxm", accelerators=8, global_batch=64, error_path=p)
-    assert pr.interval["relative"] == pytest.approx(math.sqrt(0.12 ** 2 + a100.rel_sigma() ** 2))
+    share = pr.breakdown_s["exposed_comm"] / pr.step_time_s
+    assert pr.interval["relative"] == pytest.approx(math.sqrt(0.12 ** 2 + a100.rel_sigma(comm_share=share) ** 2))
     other = make_prediction(s, a100, lay, hardware="mi300x", accelerators=8, global_batch=64, error_path=p)
     assert other.interval["relative"] > pr.interval["relative"]  # no rows for that hardware: overall LOHO error
 

@@ -32,21 +32,24 @@ mamf-finder sweeps, which peak at k = 2048..3840). The time is then bounded
 below by the bytes moved at the achievable memory bandwidth (roofline,
 Williams et al. 2009) and by the per-kernel launch floor.
 
-Collective bus bandwidth ramps with the message size (nccl-tests
-PERFORMANCE.md definitions of algbw/busbw)::
-
-    busbw(S) = busbw_max * S / (S + S_HALF),   t = latency + factor * S / busbw(S)
-
-with ``busbw_max``, ``S_HALF`` and ``latency`` fitted per link level from
-nccl-tests logs where they exist (:func:`fit_ramp`), else from the catalog's
-link figure derated.
+Collectives use the communication model of :mod:`hwmodels.comms`, per link
+level (``intra``: inside the scale-up domain; ``inter``: across it): a
+:class:`~hwmodels.comms.CommsModel` ramp (latency + square-root pipelining
+ramp + saturation, per NCCL algorithm/protocol regime) fitted to the node's
+busbw curve of that level, the first that exists of (a) its collective
+records in the store, (b) imported ones, (c) the published curves
+(``data/reference/nccl_tests/*`` through :mod:`hwmodels.nccl_tests`, the
+busbw rows of ``published.csv``); else (d) the hierarchical
+:class:`~hwmodels.comms.LinkModel` from the catalog's link figures. Curves are
+fitted on sizes >= ``COMMS_FIT_MIN_BYTES`` (32 KiB, the range
+``benchmarks/comms_validation.py`` validates). How a curve is moved to other
+rank counts and placements: :mod:`hwmodels.predict.collectives`.
 """
 
 from __future__ import annotations
 
 import csv
 import math
-import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,7 +57,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hwmodels.comms import LINK_MODEL_REL_ERROR, CommsModel, CommsResult, LinkModel, busbw_factor, collective_time_s
 from hwmodels.errors import ModelInputError, choices_error
+from hwmodels.nccl_tests import parse_text as parse_nccl_text
 
 SOURCE_KINDS = ("measured", "imported", "published", "datasheet")
 LEVELS = ("intra", "inter")
@@ -97,63 +102,36 @@ class KernelPoint:
     where: str = ""  # e.g. the run id / file
 
 
-@dataclass(frozen=True, kw_only=True)
-class Ramp:
-    """Bus bandwidth vs message size on one link level."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class LevelComms:
+    """The collective model of one link level: a fitted ramp per collective, or the catalog link model.
 
-    busbw_max: float  # B/s
-    s_half: float  # B
-    latency_s: float
-    kind: str
-    source: str
-    rel_sigma: float = 0.15
-
-    def busbw(self, size_bytes: float) -> float:
-        return self.busbw_max * size_bytes / (size_bytes + self.s_half)
-
-
-def fit_ramp(points: Iterable[tuple[float, float, float]]) -> tuple[float, float, float]:
-    """(size_B, time_s, busbw_Bps) points -> (busbw_max, s_half, latency_s).
-
-    busbw_max: median of the largest three sizes; latency: median time of the
-    three smallest; s_half: median over mid-size points of S (B/b - 1).
+    ``fits`` maps a collective (``all_reduce``, ...) to its :class:`~hwmodels.comms.CommsResult`,
+    ``geometries`` to the (ranks per domain, domains) of the curve it was fitted on;
+    empty when nothing was measured or published for this node and level, and then
+    ``link`` alone prices every collective. ``rel_sigma`` is the model's own
+    relative uncertainty (1 sigma): from the fit's 90% prediction interval, or
+    the link model's validation band (``LINK_MODEL_REL_ERROR``), both / 1.645.
     """
-    pts = sorted(p for p in points if p[0] > 0 and p[1] > 0)
-    if len(pts) < 4:
-        raise ModelInputError("fit_ramp: need >= 4 (size, time, busbw) points")
-    top = sorted(p[2] for p in pts[-3:])
-    bmax = top[1]
-    lat = sorted(p[1] for p in pts[:3])[1]
-    mids = [p[0] * (bmax / p[2] - 1.0) for p in pts if 0.05 * bmax < p[2] < 0.95 * bmax]
-    s_half = sorted(mids)[len(mids) // 2] if mids else 1 << 20
-    return bmax, max(s_half, 1.0), lat
 
+    level: str
+    link: LinkModel
+    fits: Mapping[str, CommsResult]
+    geometries: Mapping[str, tuple[int, int]]  # collective -> (ranks per domain, domains) of its curve
+    kind: str  # one of SOURCE_KINDS
+    source: str
+    rel_sigma: float
 
-def parse_nccl_log(text: str) -> list[tuple[float, float, float]]:
-    """nccl-tests stdout -> (size_B, out-of-place time_s, busbw_Bps) rows (rank prefixes like '0:' allowed)."""
-    rows = []
-    for line in text.splitlines():
-        s = re.sub(r"^\s*\d+:\s", " ", line)
-        if s.lstrip().startswith("#"):
-            continue
-        parts = s.split()
-        if len(parts) < 8 or not parts[0].isdigit():
-            continue
-        try:
-            size, t_us, busbw = float(parts[0]), float(parts[5]), float(parts[7])
-        except ValueError:
-            continue
-        rows.append((size, t_us * 1e-6, busbw * 1e9))
-    return rows
+    def fit_for(self, collective: str) -> tuple[CommsResult, tuple[int, int]] | tuple[None, None]:
+        """(fit, its geometry) of ``collective`` when fitted, else of all_reduce (priced in bus bytes), else any."""
+        for c in (collective, "all_reduce", *self.fits):
+            if c in self.fits:
+                return self.fits[c], self.geometries[c]
+        return None, None
 
+    def label(self) -> str:
+        return f"{self.kind}: {self.source}"
 
-# nccl-tests logs shipped under data/reference/nccl_tests: file stem -> (node id, level, what)
-NCCL_LOGS: dict[str, tuple[str, str, str]] = {
-    "dgx_h100_8gpu_all_reduce": ("h100-sxm", "intra", "nccl-tests all_reduce_perf, DGX H100, 8 GPUs, 1 node"),
-    "aws_p5_2node_16gpu_all_reduce": ("h100-sxm", "inter", "nccl-tests all_reduce_perf, AWS p5.48xlarge, 2 nodes x 8 H100"),
-    "aws_p4de_2node_16gpu_all_reduce": ("a100-80gb-sxm", "inter",
-                                        "nccl-tests all_reduce_perf, AWS p4de.24xlarge, 2 nodes x 8 A100 80GB"),
-}
 
 # (c) small published table used when data/calibration/published.csv has no figure for a node.
 # Achievable dense bf16 matmul (mamf-finder: best of a shape sweep).
@@ -173,8 +151,8 @@ PUBLISHED_MATMUL_TFLOPS: dict[str, tuple[float, str]] = {
 # (d) deratings used only where nothing measured or published exists; each labelled.
 DERATE_MATMUL = 0.75  # median achievable/peak of the three mamf-finder figures above (0.86, 0.80, 0.58) -> 0.75 rounded down for unknown stacks
 DERATE_MEMBW = 0.85  # STREAM-style copy on HBM GPUs reaches ~85-92% of datasheet (H100/A100 babelstream reports); lower end taken
-DERATE_INTRA = 0.80  # nccl-tests DGX H100 8-GPU all_reduce busbw 480 GB/s of 450 GB/s unidir NVLink = 1.07 (NVLS); ring-only fabrics ~0.8
-DERATE_INTER = 0.80  # nccl-tests multi-node busbw vs NIC line rate (ring), 80% of line rate
+COMMS_FIT_MIN_BYTES = 32 * 2**10  # curves are fitted from 32 KiB up (module docstring)
+Z90 = 1.6449  # two-sided 90% normal quantile: a 90% band -> 1 sigma
 # Flash-attention training efficiency (fwd+bwd, causal, head dim 128, long sequence) as a fraction of dense bf16 peak:
 # FlashAttention-2 (Dao 2023, arXiv:2307.08691): "up to 225 TFLOPs/s per A100" end-to-end and ~190 TFLOP/s
 # fwd+bwd kernels at 8k-16k (Fig. 4) -> 0.60 of 312; on H100 SXM5 "up to 335 TFLOPs/s" (Fig. 7) -> 0.34 of 989.
@@ -203,7 +181,7 @@ class Calibration:
     mem_bw: Rate  # B/s achievable per accelerator
     attention_eff: Rate  # fraction of the dtype's peak, fwd+bwd flash attention at long sequence
     launch_s: Rate
-    ramps: Mapping[str, Ramp]  # level -> ramp (per-rank busbw over the whole node's links for inter)
+    comms: Mapping[str, LevelComms]  # level -> collective model (module docstring)
     overlap: Rate
     step_overhead_s: Rate
     accelerators_per_node: int
@@ -262,8 +240,8 @@ class Calibration:
         out["memory_bandwidth"] = self.mem_bw.label()
         out["attention_efficiency"] = self.attention_eff.label()
         out["launch_overhead"] = self.launch_s.label()
-        for lvl, r in self.ramps.items():
-            out[f"collective_busbw.{lvl}"] = f"{r.kind}: {r.source}"
+        for lvl, c in self.comms.items():
+            out[f"collective_busbw.{lvl}"] = c.label()
         out["overlap"] = self.overlap.label()
         out["step_overhead"] = self.step_overhead_s.label()
         return out
@@ -272,13 +250,20 @@ class Calibration:
         out = {f"matmul_efficiency.{d}": r.kind for d, r in self.matmul_eff_max.items()}
         out.update(memory_bandwidth=self.mem_bw.kind, attention_efficiency=self.attention_eff.kind,
                    launch_overhead=self.launch_s.kind, overlap=self.overlap.kind)
-        out.update({f"collective_busbw.{lvl}": r.kind for lvl, r in self.ramps.items()})
+        out.update({f"collective_busbw.{lvl}": c.kind for lvl, c in self.comms.items()})
         return out
 
-    def rel_sigma(self) -> float:
-        """Combined relative uncertainty of the compute-side rates (root sum of squares, dominant terms)."""
+    def rel_sigma(self, comm_share: float = 0.0) -> float:
+        """Combined relative uncertainty of the rates (root sum of squares, dominant terms).
+
+        ``comm_share``: the fraction of the step that is exposed communication; the
+        collective model's own uncertainty (the larger of the two levels') enters
+        weighted by it.
+        """
         m = self.matmul_eff_max.get("bf16") or next(iter(self.matmul_eff_max.values()), None)
         parts = [m.rel_sigma if m else 0.2, self.attention_eff.rel_sigma * 0.5, self.mem_bw.rel_sigma * 0.3]
+        if comm_share > 0 and self.comms:
+            parts.append(min(comm_share, 1.0) * max(c.rel_sigma for c in self.comms.values()))
         return math.sqrt(sum(p * p for p in parts))
 
 
@@ -353,15 +338,6 @@ def _cond(text: str) -> dict[str, str]:
             k, v = part.split("=", 1)
             out[k.strip()] = v.strip()
     return out
-
-
-@lru_cache(maxsize=8)
-def _nccl_ramp(stem: str) -> tuple[float, float, float] | None:
-    p = DATA_DIR / "reference" / "nccl_tests" / f"{stem}.log"
-    if not p.exists():
-        return None
-    pts = parse_nccl_log(p.read_text())
-    return fit_ramp(pts) if len(pts) >= 4 else None
 
 
 def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: Path | None = None,
@@ -496,10 +472,10 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         launch = Rate(value=LAUNCH_FLOOR_S.get(kind, 5e-6), kind="datasheet", rel_sigma=0.5,
                       source="per-kernel launch floor, typical figure (module LAUNCH_FLOOR_S)")
 
-    ramps = _ramps(node, pts, pub, use_published)
+    comms = _comms(node, pts, pub, use_published)
     return Calibration(
         node_id=nid, kind=kind, peak=peak, matmul_eff_max=eff, units=_units(node), mem_bw=mem, attention_eff=attn,
-        launch_s=launch, ramps=ramps,
+        launch_s=launch, comms=comms,
         overlap=Rate(value=OVERLAP, kind="datasheet", rel_sigma=0.1,
                      source="fraction of overlappable communication hidden (module OVERLAP, assumption)"),
         step_overhead_s=Rate(value=STEP_OVERHEAD_S if kind != "cpu" else 1e-4, kind="datasheet", rel_sigma=0.5,
@@ -544,64 +520,201 @@ def _fit_attention(pub: list[dict[str, str]], peak: Mapping[str, float]) -> tupl
                         f"eff(s) = {emax:.3f} s/(s + {sh:.0f}) (data/calibration/published.csv)"), sh)
 
 
-def _ramps(node: Any, pts: list[KernelPoint], pub: list[dict[str, str]], use_published: bool) -> dict[str, Ramp]:
-    out: dict[str, Ramp] = {}
-    # (a)/(b) collective records
-    for level in LEVELS:
-        rows = []
-        for p in pts:
-            if p.kernel == "all_reduce" and p.metrics.get("busbw_Bps"):
-                lvl = str(p.params.get("level", "intra"))
-                if lvl == level:
-                    rows.append((float(p.params.get("size_bytes", p.params.get("size", 0)) or 0),
-                                 float(p.metrics.get("median_s", p.metrics.get("seconds", 1e-3)) or 1e-3),
-                                 float(p.metrics["busbw_Bps"])))
-        if len(rows) >= 4:
-            b, s, lat = fit_ramp(rows)
-            out[level] = Ramp(busbw_max=b, s_half=s, latency_s=lat, kind=pts[0].origin,
-                              source=f"all_reduce records of this node ({len(rows)} sizes)", rel_sigma=0.05)
-    # (c) published.csv busbw rows
-    if use_published:
-        for level in LEVELS:
-            if level in out:
-                continue
-            series: dict[tuple, list] = {}
-            for r in pub:
-                if r.get("quantity", "").startswith("busbw"):
-                    c = _cond(r.get("condition", ""))
-                    if c.get("collective", "all_reduce") == "all_reduce" and c.get("level", "intra") == level:
-                        size = float(c.get("size_bytes", 0) or 0)
-                        bw = float(r["value"]) * (1e9 if "GB" in r.get("unit", "GB/s") else 1.0)
-                        key = (r.get("source", ""), c.get("ranks", ""), c.get("algo", "default"))
-                        series.setdefault(key, []).append((size, size / max(bw, 1.0) * 2, bw))
-            # the longest curve NCCL ran with its default algorithm choice (else any)
-            ranked = sorted(series.items(), key=lambda kv: (kv[0][2] in ("default", ""), len(kv[1])), reverse=True)
-            rows, src = (ranked[0][1], f"{ranked[0][0][0]}; ranks={ranked[0][0][1]}, algo={ranked[0][0][2]}") \
-                if ranked else ([], "")
-            if len(rows) >= 4:
-                b, s, lat = fit_ramp(rows)
-                out[level] = Ramp(busbw_max=b, s_half=s, latency_s=lat, kind="published",
-                                  source=f"data/calibration/published.csv busbw ({src})", rel_sigma=0.1)
-        for stem, (nid, level, what) in NCCL_LOGS.items():
-            if nid == node.id and level not in out:
-                fit = _nccl_ramp(stem)
-                if fit:
-                    out[level] = Ramp(busbw_max=fit[0], s_half=fit[1], latency_s=fit[2], kind="published",
-                                      source=f"{what} (data/reference/nccl_tests/{stem}.log)", rel_sigma=0.1)
-    # (d) catalog links
-    apn = node.accelerators_per_node
-    intra_uni = getattr(node, "intra_node_unidir_bytes_per_s", 0.0) or node.intra_node_bytes_per_s / 2
-    inter_acc = getattr(node, "inter_node_bytes_per_s_per_accelerator", 0.0) or node.inter_node_bytes_per_s / apn
-    if "intra" not in out:
-        out["intra"] = Ramp(busbw_max=max(intra_uni, 1.0) * DERATE_INTRA, s_half=4 << 20, latency_s=15e-6,
-                            kind="datasheet", rel_sigma=0.25,
-                            source=f"catalog intra-node link {intra_uni / 1e9:.0f} GB/s/dir x {DERATE_INTRA} (derating)")
-    if "inter" not in out:
-        out["inter"] = Ramp(busbw_max=max(inter_acc * apn, 1.0) * DERATE_INTER, s_half=16 << 20, latency_s=40e-6,
-                            kind="datasheet", rel_sigma=0.3,
-                            source=f"catalog scale-out {inter_acc * apn / 1e9:.0f} GB/s per node x {DERATE_INTER} "
-                                   "(derating)")
+# ------------------------------------------------------------------------ collectives
+@dataclass(frozen=True)
+class _Curve:
+    """One busbw curve of one collective on one geometry, as (size, time) points (replicates allowed)."""
+
+    origin: str  # SOURCE_KINDS
+    collective: str
+    ranks: int
+    geometry: tuple[int, int]  # (ranks per domain, domains)
+    sizes: tuple[float, ...]
+    times: tuple[float, ...]
+    source: str
+    raw: bool = False  # a raw nccl-tests log (with in-place replicates): preferred over a table of the same curve
+
+    @property
+    def distinct(self) -> int:
+        return len({x for x in self.sizes if x >= COMMS_FIT_MIN_BYTES})
+
+
+def _geometry(level: str, ranks: int, nodes: int | None, apn: int) -> tuple[int, int]:
+    if level == "intra":
+        return ranks, 1
+    n_dom = int(nodes) if nodes and nodes > 1 else -(-ranks // max(min(apn, ranks), 1))
+    return -(-ranks // n_dom), n_dom
+
+
+def _curve_level(ranks: int, nodes: int | None, domain: int) -> str:
+    return "inter" if (nodes and nodes > 1) or ranks > domain else "intra"
+
+
+def _point_curves(pts: list[KernelPoint], apn: int, domain: int) -> dict[str, list[_Curve]]:
+    """(a)/(b): the store's collective records handed in as points, one curve per (origin, kernel, ranks, nodes)."""
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    for p in pts:
+        if p.kernel not in ("all_reduce", "all_gather", "reduce_scatter"):
+            continue
+        pa, me = p.params, p.metrics
+        size = float(pa.get("size_bytes", pa.get("size", 0)) or 0)
+        n = int(pa.get("ranks") or pa.get("world_size") or pa.get("nprocs") or 0)
+        if size <= 0 or n < 2:
+            continue
+        nodes = int(pa.get("nodes") or 0) or None
+        level = str(pa.get("level") or _curve_level(n, nodes, domain))
+        f = busbw_factor(p.kernel, n)
+        times = [float(me[k]) for k in ("time_s", "inplace_time_s") if (me.get(k) or 0) > 0]
+        if not times:
+            t = next((float(me[k]) for k in ("median_s", "latency_s", "seconds") if (me.get(k) or 0) > 0), 0.0)
+            bw = float(me.get("busbw_bytes_per_s") or me.get("busbw_Bps") or 0.0)
+            times = [t] if t > 0 else ([f * size / bw] if bw > 0 else [])
+        key = (p.origin, p.kernel, level, n, nodes)
+        groups.setdefault(key, []).extend((size, t) for t in times)
+    out: dict[str, list[_Curve]] = {}
+    for (origin, kern, level, n, nodes), rows in groups.items():
+        rows.sort()
+        out.setdefault(level, []).append(_Curve(
+            origin=origin, collective=kern, ranks=n, geometry=_geometry(level, n, nodes, apn),
+            sizes=tuple(r[0] for r in rows), times=tuple(r[1] for r in rows), raw=True,
+            source=f"{kern} records of this node ({n} ranks{f', {nodes} nodes' if nodes else ''}, "
+                   f"{len({r[0] for r in rows})} sizes)"))
     return out
 
 
-__all__ = ["Calibration", "Rate", "Ramp", "KernelPoint", "calibrate", "fit_ramp", "parse_nccl_log", "SOURCE_KINDS"]
+@lru_cache(maxsize=8)
+def _reference_curves(ref_dir: str) -> tuple[tuple[str, str, _Curve], ...]:
+    """(c) the public curves of ``data/reference/nccl_tests`` (``sources.toml``): (node id, level, curve)."""
+    d = Path(ref_dir)
+    try:
+        meta = tomllib.loads((d / "sources.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return ()
+    out = []
+    for key, e in meta.items():
+        try:
+            coll, n, nodes = str(e["collective"]), int(e["ranks"]), int(e.get("nodes", 1) or 1)
+            text = (d / e["file"]).read_text()
+        except (KeyError, OSError, ValueError):
+            continue
+        f = busbw_factor(coll, n)
+        rows: list[tuple[float, float]] = []
+        if e.get("format") == "csv":
+            for r in csv.DictReader(line for line in text.splitlines() if not line.startswith("#")):
+                s_b, bw = float(r["size_bytes"]), float(r["busbw_GBps"]) * 1e9
+                if s_b > 0 and bw > 0:
+                    rows.append((s_b, f * s_b / bw))
+        else:
+            try:
+                tab = parse_nccl_text(text, path=f"data/reference/nccl_tests/{e['file']}", collective=coll, ranks=n)[0]
+            except ModelInputError:
+                continue
+            rows = [(float(r.size_bytes), t) for r in tab.rows for t in (r.time_s, r.inplace_time_s)
+                    if r.size_bytes > 0 and t > 0]
+        rows.sort()
+        what = "torch.distributed benchmark" if e.get("format") == "csv" else "nccl-tests"
+        level = "inter" if nodes > 1 else "intra"
+        out.append((str(e.get("node", "")), level, _Curve(
+            origin="published", collective=coll, ranks=n, geometry=(-(-n // nodes), nodes) if nodes > 1 else (n, 1),
+            sizes=tuple(r[0] for r in rows), times=tuple(r[1] for r in rows), raw=e.get("format") != "csv",
+            source=f"{what} {coll} busbw, {e.get('system', key)} (data/reference/nccl_tests/{e['file']}; "
+                   f"{e.get('url', '')})")))
+    return tuple(out)
+
+
+def _published_csv_curves(pub: list[dict[str, str]], apn: int) -> dict[str, list[_Curve]]:
+    """(c) busbw rows of published.csv, one curve per (source, collective, ranks, level) at NCCL's default algorithm."""
+    series: dict[tuple, list[tuple[float, float]]] = {}
+    for r in pub:
+        if not r.get("quantity", "").startswith("busbw"):
+            continue
+        c = _cond(r.get("condition", ""))
+        if c.get("algo", "default") not in ("default", ""):
+            continue  # a forced algorithm is not what training runs with
+        coll, n = c.get("collective", "all_reduce"), int(float(c.get("ranks", 0) or 0))
+        size = float(c.get("size_bytes", 0) or 0)
+        bw = float(r["value"]) * (1e9 if "GB" in r.get("unit", "GB/s") else 1.0)
+        if n < 2 or size <= 0 or bw <= 0 or coll not in ("all_reduce", "all_gather", "reduce_scatter"):
+            continue
+        key = (r.get("source", ""), coll, n, c.get("level", "intra"), r.get("as_of", ""))
+        series.setdefault(key, []).append((size, busbw_factor(coll, n) * size / bw))
+    out: dict[str, list[_Curve]] = {}
+    for (src, coll, n, level, as_of), rows in series.items():
+        rows.sort()
+        out.setdefault(level, []).append(_Curve(
+            origin="published", collective=coll, ranks=n, geometry=_geometry(level, n, None, apn),
+            sizes=tuple(x[0] for x in rows), times=tuple(x[1] for x in rows),
+            source=f"{src}; {coll} busbw, {n} ranks, NCCL default algorithm ({as_of}; data/calibration/published.csv)"))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _fit_curve(collective: str, ranks: int, sizes: tuple[float, ...], times: tuple[float, ...]
+               ) -> tuple[CommsResult, float] | None:
+    """CommsModel fit of one curve (sizes >= COMMS_FIT_MIN_BYTES) and its relative 1-sigma (module docstring)."""
+    try:
+        res = CommsModel(collective=collective, min_size_bytes=COMMS_FIT_MIN_BYTES).fit(
+            list(sizes), time_s=list(times), ranks=ranks)
+    except ModelInputError:
+        return None
+    half = []
+    for size in (16 * 2**20, 2**30):  # a TP activation and a DP gradient bucket
+        p = collective_time_s(collective, size, ranks, level=0.9, model_or_link=res)
+        half.append(math.log(p["hi"] / p["time_s"]))
+    return res, max(half) / Z90
+
+
+def _comms(node: Any, pts: list[KernelPoint], pub: list[dict[str, str]], use_published: bool
+           ) -> dict[str, LevelComms]:
+    """Per level: fitted ramps from the best source that has a curve, else the catalog link model."""
+    link = LinkModel.from_node(node)
+    apn = int(node.accelerators_per_node)
+    cand = _point_curves(pts, apn, link.domain)
+    if use_published:
+        for nid, level, c in _reference_curves(str(DATA_DIR / "reference" / "nccl_tests")):
+            if nid == node.id:
+                cand.setdefault(level, []).append(c)
+        for level, cs in _published_csv_curves(pub, apn).items():
+            cand.setdefault(level, []).extend(cs)
+    out: dict[str, LevelComms] = {}
+    for level in LEVELS:
+        curves = [c for c in cand.get(level, []) if c.distinct >= 3]
+        fits: dict[str, CommsResult] = {}
+        geos: dict[str, tuple[int, int]] = {}
+        labels, sig, kinds = [], [], []
+        for origin in SOURCE_KINDS[:3]:  # measured > imported > published: the first origin with a curve wins
+            mine = sorted((c for c in curves if c.origin == origin), key=lambda c: (-c.distinct, not c.raw, c.source))
+            for c in mine:
+                if c.collective in fits:
+                    continue
+                got = _fit_curve(c.collective, c.ranks, c.sizes, c.times)
+                if got is None:
+                    continue
+                res, rel = got
+                fits[c.collective], geos[c.collective] = res, c.geometry
+                sig.append(rel)
+                kinds.append(origin)
+                labels.append(f"{c.source}: CommsModel ramp fit (B_inf {res.busbw_inf / 1e9:.0f} GB/s, "
+                              f"alpha {res.alpha_s * 1e6:.0f} us, {len(res.regimes)} regime(s)) on sizes >= 32 KiB")
+            if fits:
+                break
+        if fits:
+            others = [c for c in ("all_reduce", "all_gather", "reduce_scatter") if c not in fits]
+            note = (f"; {', '.join(others)} priced in bus bytes from that curve" if others else "") + \
+                "; other rank counts and placements through the catalog link model's ratios"
+            out[level] = LevelComms(level=level, link=link, fits=fits, geometries=geos, kind=kinds[0],
+                                    source="; ".join(labels) + note, rel_sigma=max(sig))
+            continue
+        bi = link.intra_efficiency * link.intra_bytes_per_s
+        bn = link.inter_efficiency * link.inter_bytes_per_s
+        out[level] = LevelComms(
+            level=level, link=link, fits={}, geometries={}, kind="datasheet", rel_sigma=LINK_MODEL_REL_ERROR / Z90,
+            source=f"link model (hwmodels.comms.LinkModel.from_node): no measured, imported or published {level} "
+                   f"busbw curve for {node.id}; catalog links, intra {bi / 1e9:.0f} GB/s busbw "
+                   f"({link.intra_efficiency:.2f} x {link.intra_bytes_per_s / 1e9:.0f} GB/s/dir), inter "
+                   f"{bn / 1e9:.1f} GB/s per accelerator ({link.inter_efficiency:.2f} x NIC), "
+                   f"+/-{LINK_MODEL_REL_ERROR:.0%} band")
+    return out
+
+
+__all__ = ["Calibration", "Rate", "LevelComms", "KernelPoint", "calibrate", "SOURCE_KINDS"]

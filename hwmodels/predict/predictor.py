@@ -24,7 +24,8 @@ precision). HFU adds the recomputed FLOPs.
 The interval: the held-out relative error quantiles of the validation
 (``predictor_error.json``: per hardware when that hardware was held out,
 else overall) combined in quadrature with the calibration's relative
-uncertainty; the level is the quantile's (0.9).
+uncertainty (its rates', plus the collective model's own interval weighted by
+the exposed-communication share of the step); the level is the quantile's (0.9).
 """
 
 from __future__ import annotations
@@ -332,10 +333,12 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     mfu = st.model_flops / (step * peak)
     hfu = st.hardware_flops / (step * peak)
     rel_v, rel_src = held_out_error(hardware, error_path)
-    rel = math.sqrt(rel_v ** 2 + cal.rel_sigma() ** 2)
+    cal_sigma = cal.rel_sigma(comm_share=st.exposed_comm / step if step > 0 else 0.0)
+    rel = math.sqrt(rel_v ** 2 + cal_sigma ** 2)
     interval = {"level": INTERVAL_LEVEL, "relative": rel,
                 "method": f"{rel_src}; combined in quadrature with calibration uncertainty "
-                          f"{cal.rel_sigma():.3f}",
+                          f"{cal_sigma:.3f} (rates, and the collective model's weighted by the exposed "
+                          "communication share of the step)",
                 "step_time_s": _interval(step, rel), "tokens_per_s": _interval(tps, rel),
                 "tokens_per_s_per_accelerator": _interval(tps / accelerators, rel),
                 "mfu": _interval(mfu, rel)}
