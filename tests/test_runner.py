@@ -189,3 +189,26 @@ def test_slurm_backend_missing_is_input_error(batch, store_path, monkeypatch, ca
     err = capsys.readouterr().err
     assert rc == 2 and "hweval.slurm" in err and len(err.strip().splitlines()) == 1
     assert not out.exists() and not any(store_path.iterdir())
+
+
+def test_run_plan_library_call(batch, store_path, tmp_path):
+    """hweval.execute.run_plan is what `hweval run` does, as a call returning a RunOutcome."""
+    from hweval.execute import run_plan
+    from hwcore.errors import InputError
+
+    plan, _, out = batch
+    logged: list[str] = []
+    dry = run_plan(plan, out=out, store=store_path, dry_run=True, log=logged.append)
+    assert dry.dry_run and [w for w, _ in dry.listing] == ["run"] * 4 and dry.ok
+    assert dry.report_html == (out / "report" / "report.html").resolve() and not out.exists()
+    with pytest.raises(InputError, match="--jobs"):
+        run_plan(plan, out=out, store=store_path, jobs=0)
+    with pytest.raises(InputError, match="--backend"):
+        run_plan(plan, out=out, store=store_path, backend="k8s")
+    one = tmp_path / "one.yaml"
+    one.write_text(plan.read_text().split("  - notebook: raises")[0].replace("name: batch", "name: one"))
+    res = run_plan(one, out=out, store=store_path, progress=False, log=logged.append)
+    assert res.ok and list(res.statuses.values()) == ["ok"] and res.report_status is None
+    assert any("1 cell(s) to run" in m for m in logged)
+    again = run_plan(one, out=out, store=store_path, progress=False)
+    assert again.nothing_to_do and again.kept["done"] == list(res.statuses)
