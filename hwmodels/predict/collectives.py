@@ -30,12 +30,16 @@ DP group of one rank per node under tp = 8 crosses the network on each rank's
 own NIC, as :class:`~hwmodels.comms.LinkModel` computes for ``k = 1``.
 
 **Projection.** A curve fitted at ``n0`` ranks in geometry ``(k0, N0)`` is
-moved to the group's geometry by the link model's ratios, exactly as
-:meth:`hwmodels.comms.CommsResult.with_link` does for rank counts: the
-asymptotic busbw by ``busbw_inf(kind, q) / busbw_inf(fitted kind, fit)``, latency and
-pipeline fill by ``latency(q) / latency(fit)`` (1 inside a domain; tree depth
-``log2 N`` across domains). At the fitted geometry the time is the fitted
-result's ``predict_time`` (``tests/test_predict.py`` holds that).
+moved to the group's geometry through the link model. The curve calibrates
+the stage that binds at its own geometry: the efficiency of that stage
+(intra-domain links, or the NICs) is set so that the link model reproduces the
+curve's asymptotic busbw, and the link model so calibrated gives the busbw of
+the group's geometry. (A plain ratio ``busbw_inf(q) / busbw_inf(fit)`` would
+carry, say, the NVLS gain of a 2-node H100 curve, which is bound by NVLink, onto
+a one-rank-per-node group bound by its NIC, above the NIC's line rate.) Latency
+and pipeline fill scale by ``latency(q) / latency(fit)`` (1 inside a domain;
+tree depth ``log2 N`` across domains). At the fitted geometry the time is the
+fitted result's ``predict_time`` (``tests/test_predict.py`` holds that).
 """
 
 from __future__ import annotations
@@ -126,10 +130,24 @@ def _params(lc: Any, kind: str, k: int, domains: int) -> tuple[tuple[float, floa
     for i, reg in enumerate(fit.regimes):  # the fitted regimes, moved to the group's geometry
         a, fill, inv = (math.exp(float(x)) for x in reg.theta)
         if kind != fit.collective or (k, domains) != geo:
-            b0, a0, fill0 = _link_figures(lc.link, fit.collective, *geo)
-            a, fill, inv = a * a_q / a0, fill * fill_q / fill0, inv * b0 / b_q
+            _, a0, fill0 = _link_figures(lc.link, fit.collective, *geo)
+            link = _stage_calibrated(lc.link, fit.collective, geo, 1.0 / inv)
+            a, fill, inv = a * a_q / a0, fill * fill_q / fill0, 1.0 / _link_figures(link, kind, k, domains)[0]
         out.append((math.inf if i == len(fit.regimes) - 1 else reg.hi_bytes, a, fill, 1.0 / inv))
     return tuple(out)
+
+
+def _stage_calibrated(link: LinkModel, collective: str, geo: tuple[int, int], busbw_fit: float) -> LinkModel:
+    """``link`` with the efficiency of the stage that binds at the curve's geometry set so that it reproduces
+    the curve's asymptotic busbw (module docstring, "Projection"); capped at LinkModel's 1.5."""
+    b_link = _link_figures(link, collective, *geo)[0]
+    k0, n_dom = geo
+    bi = link.intra_efficiency * link.intra_bytes_per_s
+    bn = link.inter_efficiency * link.inter_bytes_per_s
+    intra_binds = n_dom == 1 or (k0 > 1 and busbw_factor(collective, k0) / bi
+                                 >= busbw_factor(collective, n_dom) / k0 / bn)
+    name = "intra_efficiency" if intra_binds else "inter_efficiency"
+    return replace(link, **{name: min(getattr(link, name) * busbw_fit / b_link, 1.5)})
 
 
 __all__ = ["collective_time", "bus_factor", "geometry", "ramp_time", "KINDS", "LEVELS", "COMMS_NAME"]
