@@ -221,8 +221,11 @@ def test_collective_time_is_the_comms_model_fitted_on_the_calibration_points(cat
 
     tab, pts = _reference_points("dgx_h100_8gpu_all_reduce.log", 8)
     cal = calibrate(cat.get("h100-sxm"), pts)
-    assert cal.comms["intra"].kind == "imported" and "all_reduce records of this node" in cal.sources()[
+    assert cal.comms["intra"].kind == "imported" and "all_reduce imported records of this node" in cal.sources()[
         "collective_busbw.intra"]
+    # a record that `hweval import` wrote (provenance in params) is source (b) even when handed in as measured
+    marked = [replace(p, origin="measured", params={**p.params, "importer": "nccl-tests"}) for p in pts]
+    assert calibrate(cat.get("h100-sxm"), marked).comms["intra"].kind == "imported"
     s = np.array([r.size_bytes for r in tab.rows] * 2, dtype=float)
     t = np.array([r.time_s for r in tab.rows] + [r.inplace_time_s for r in tab.rows])
     keep = (s >= COMMS_FIT_MIN_BYTES) & (t > 0)

@@ -553,6 +553,7 @@ def _curve_level(ranks: int, nodes: int | None, domain: int) -> str:
 def _point_curves(pts: list[KernelPoint], apn: int, domain: int) -> dict[str, list[_Curve]]:
     """(a)/(b): the store's collective records handed in as points, one curve per (origin, kernel, ranks, nodes)."""
     groups: dict[tuple, list[tuple[float, float]]] = {}
+    srcs: dict[tuple, str] = {}
     for p in pts:
         if p.kernel not in ("all_reduce", "all_gather", "reduce_scatter"):
             continue
@@ -569,16 +570,20 @@ def _point_curves(pts: list[KernelPoint], apn: int, domain: int) -> dict[str, li
             t = next((float(me[k]) for k in ("median_s", "latency_s", "seconds") if (me.get(k) or 0) > 0), 0.0)
             bw = float(me.get("busbw_bytes_per_s") or me.get("busbw_Bps") or 0.0)
             times = [t] if t > 0 else ([f * size / bw] if bw > 0 else [])
-        key = (p.origin, p.kernel, level, n, nodes)
+        # a record written by `hweval import` carries its provenance in params: source (b), whatever the caller said
+        origin = "imported" if pa.get("importer") else p.origin
+        key = (origin, p.kernel, level, n, nodes)
         groups.setdefault(key, []).extend((size, t) for t in times)
+        if pa.get("source_path"):
+            srcs[key] = f"; {pa['source_path']}"
     out: dict[str, list[_Curve]] = {}
     for (origin, kern, level, n, nodes), rows in groups.items():
         rows.sort()
         out.setdefault(level, []).append(_Curve(
             origin=origin, collective=kern, ranks=n, geometry=_geometry(level, n, nodes, apn),
             sizes=tuple(r[0] for r in rows), times=tuple(r[1] for r in rows), raw=True,
-            source=f"{kern} records of this node ({n} ranks{f', {nodes} nodes' if nodes else ''}, "
-                   f"{len({r[0] for r in rows})} sizes)"))
+            source=f"{kern} {'imported' if origin == 'imported' else 'measured'} records of this node ({n} ranks"
+                   f"{f', {nodes} nodes' if nodes else ''}, {len({r[0] for r in rows})} sizes{srcs.get(key, '')})"))
     return out
 
 
