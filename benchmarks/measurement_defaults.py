@@ -35,10 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from hwmodels import dtypes  # noqa: E402
 from kernels import registry as R  # noqa: E402
 
 TARGET = 0.97
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {name: getattr(torch, dtypes.get(name).torch) for name in ("fp32", "bf16", "fp16")}
 
 
 def bare(n: int, dtype: str, samples: int, warmup: int = 5) -> float:

@@ -38,8 +38,8 @@ from typing import Any
 
 from hwcore.errors import InputError
 from hwmodels.catalog import MODES as PRICING_MODES  # the catalog's one pricing vocabulary
+from hwmodels.dtypes import PREDICT_PRECISIONS as PRECISIONS  # hwmodels.predict's precisions
 
-PRECISIONS = ("bf16", "fp8", "fp16", "fp32")  # hwmodels.predict's precisions
 KEYS = ("model", "tokens", "target_loss", "global_batch", "seq_len", "precision", "accelerators", "deadline_days",
         "budget_usd", "pricing", "level")
 #: accelerator counts tried when the job gives a deadline or budget instead of counts

@@ -82,10 +82,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hwmodels.dtypes import PEAK_DTYPES
 from hwmodels.errors import ModelInputError, choices_error
 from hwmodels.units import HOURS_PER_YEAR, to_si
 
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+DTYPES = PEAK_DTYPES  # the precisions a node entry gives peak throughput for (hwmodels.dtypes)
 KINDS = ("cpu", "gpu", "tpu", "accelerator")
 RENT_MODES = ("on_demand", "reserved", "reserved_3y", "spot")
 MODES = RENT_MODES + ("on_prem",)

@@ -21,7 +21,9 @@ import traceback
 def _dtype(name: str):
     import torch
 
-    return {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+    from hwmodels import dtypes
+
+    return getattr(torch, dtypes.get(name).torch)
 
 
 def _op(op: str, inp, out, world: int):

@@ -12,17 +12,10 @@ from typing import Any
 import numpy as np
 
 from hwcore.errors import InputError
+from hwmodels import dtypes
 
-#: dtype names the kernels accept -> bytes per element.
-DTYPE_BYTES: dict[str, int] = {
-    "fp64": 8,
-    "fp32": 4,
-    "tf32": 4,  # stored as fp32; TF32 is a tensor-core math mode, not a storage type
-    "bf16": 2,
-    "fp16": 2,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-}
+#: dtype names the kernels accept -> bytes per element (:mod:`hwmodels.dtypes`; tf32 is stored as fp32).
+DTYPE_BYTES: dict[str, int] = {name: dtypes.itemsize(name) for name in dtypes.KERNEL_DTYPES}
 
 #: Normalized max error |out - ref|_max / |ref|_max tolerated per dtype.
 #: The reference is computed in fp64 from the *same* (already rounded) inputs,
@@ -43,34 +36,25 @@ TOLERANCE: dict[str, float] = {
 
 
 def torch_dtype(name: str):
+    """The torch dtype object of a kernel dtype name (tf32: torch.float32, the math mode is set apart)."""
     import torch
 
-    table = {
-        "fp64": torch.float64,
-        "fp32": torch.float32,
-        "tf32": torch.float32,
-        "bf16": torch.bfloat16,
-        "fp16": torch.float16,
-        "fp8_e4m3": getattr(torch, "float8_e4m3fn", None),
-        "fp8_e5m2": getattr(torch, "float8_e5m2", None),
-    }
-    dt = table[name]
+    if name not in DTYPE_BYTES:
+        raise KeyError(name)
+    dt = getattr(torch, dtypes.get(name).torch or "", None)
     if dt is None:
         raise InputError(f"dtype: {name!r} needs a torch build with float8 types")
     return dt
 
 
 def jax_dtype(name: str):
+    """The jax.numpy dtype of a kernel dtype name (KeyError for one JAX kernels do not take: fp8)."""
     import jax.numpy as jnp
 
-    table = {
-        "fp64": jnp.float64,
-        "fp32": jnp.float32,
-        "tf32": jnp.float32,
-        "bf16": jnp.bfloat16,
-        "fp16": jnp.float16,
-    }
-    return table[name]
+    jname = dtypes.get(name).jax if name in DTYPE_BYTES else None
+    if jname is None:
+        raise KeyError(name)
+    return getattr(jnp, jname)
 
 
 # ---------------------------------------------------------------------------------
@@ -173,7 +157,8 @@ def to_f64(x: Any) -> np.ndarray:
 
 
 def _is_jax_lowp(x: Any) -> bool:
-    return str(getattr(x, "dtype", "")) in ("bfloat16", "float16")
+    d = dtypes.from_framework_name(str(getattr(x, "dtype", "")))
+    return d is not None and d.low_precision and d.bits == 16  # bf16 / fp16: numpy has no bf16
 
 
 def max_rel_error(out: Any, ref: Any) -> float:

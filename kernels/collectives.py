@@ -38,11 +38,12 @@ from typing import Any
 
 from hwcore.errors import InputError
 from hwcore.timing import from_times
+from hwmodels import dtypes
 from kernels import _util as U
 from kernels.registry import Kernel, KernelCheckError, KernelResult, Param, make_result, register
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-DTYPES = ("fp64", "fp32", "bf16", "fp16")
+DTYPES = dtypes.FLOAT_DTYPES
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -114,7 +115,7 @@ def _supports(p: dict[str, Any], device: str) -> tuple[str, str] | None:
             return "backend", "this torch build has no gloo"
         if device.startswith("cuda"):
             return "backend", "gloo collectives are benchmarked on CPU tensors only (use backend=nccl)"
-        if p["dtype"] in ("bf16", "fp16") and p["op_reduces"]:
+        if dtypes.get(p["dtype"]).low_precision and p["op_reduces"]:
             return "dtype", "gloo reductions are benchmarked for fp32/fp64 only"
     return None
 

@@ -50,10 +50,11 @@ from typing import Any
 import numpy as np
 
 from hwcore.errors import InputError
+from hwmodels import dtypes
 from kernels import _util as U
 from kernels.registry import Kernel, Param, Setup, register
 
-DTYPES = ("fp64", "fp32", "bf16", "fp16")
+DTYPES = dtypes.FLOAT_DTYPES
 IMPLS = ("fused", "unfused")
 FRAMEWORKS = ("torch", "jax")
 CHECK_ROWS = 256

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from hwcore.errors import InputError
+from hwmodels import dtypes
 from kernels import _util as U
 from kernels.registry import (
     Kernel,
@@ -42,7 +43,7 @@ from kernels.registry import (
     validate_params,
 )
 
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
+DTYPES = dtypes.KERNEL_DTYPES
 #: numpy = the BLAS numpy links (OpenBLAS in the wheels), fp64/fp32 on CPU; on an AMD CPU torch's MKL
 #: and numpy's OpenBLAS differ by ~10% at fp32 (benchmarks/README.md), so both are worth measuring
 FRAMEWORKS = ("torch", "jax", "numpy")
@@ -51,7 +52,8 @@ CHECK_ROWS = 128
 
 
 def out_bytes_per_elt(dtype: str) -> int:
-    return 2 if dtype.startswith("fp8") else U.DTYPE_BYTES[dtype]
+    """Bytes per element of C: the scaled fp8 GEMM writes bf16 (``out_dtype=torch.bfloat16``)."""
+    return U.DTYPE_BYTES["bf16" if dtypes.get(dtype).family == "fp8" else dtype]
 
 
 def gemm_flops(p: dict[str, Any]) -> float:
@@ -221,7 +223,7 @@ def _numpy_mm(a, b, c):
 
 def _build_numpy(p: dict[str, Any], rows: np.ndarray) -> Setup:
     m, n, k = p["m"], p["n"], p["k"]
-    npdt = np.float64 if p["dtype"] == "fp64" else np.float32
+    npdt = getattr(np, dtypes.get(p["dtype"]).numpy)  # fp64 or fp32 (supports() refuses the rest)
     sets = []
     for r in range(p["rotation"]):
         a = U.randn((m, k), "fp32", "cpu", p["seed"] + 2 * r).numpy().astype(npdt)

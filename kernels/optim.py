@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from hwcore.errors import InputError
+from hwmodels import dtypes
 from kernels import _util as U
 from kernels.registry import Kernel, Param, Setup, register
 
@@ -209,7 +210,7 @@ register(
             Param(name="n_tensors", type=int, default=64, min=1),
             Param(name="impl", type=str, default="fused", choices=IMPLS,
                   help="torch.optim.AdamW path; framework=jax takes plain only (optax.adamw update under jax.jit)"),
-            Param(name="dtype", type=str, default="fp32", choices=("fp64", "fp32", "bf16", "fp16")),
+            Param(name="dtype", type=str, default="fp32", choices=dtypes.FLOAT_DTYPES),
             Param(name="lr", type=float, default=1e-3, min=0.0),
             Param(name="weight_decay", type=float, default=0.01, min=0.0),
             Param(name="framework", type=str, default="torch", choices=FRAMEWORKS),

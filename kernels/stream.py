@@ -36,12 +36,13 @@ from typing import Any
 
 import numpy as np
 
+from hwmodels import dtypes
 from kernels import _util as U
 from kernels.registry import Kernel, Param, Setup, register
 
 #: op -> (arrays touched, FLOPs per element); see the module docstring's table.
 OPS: dict[str, tuple[int, int]] = {"copy": (2, 0), "scale": (2, 1), "add": (3, 1), "triad": (3, 2)}
-DTYPES = ("fp64", "fp32", "bf16", "fp16")
+DTYPES = dtypes.FLOAT_DTYPES
 FRAMEWORKS = ("torch", "jax")
 #: STREAM's scalar (stream.c uses 3.0)
 SCALAR = 3.0

@@ -26,6 +26,7 @@ import os
 from typing import Any
 
 from hwcore.errors import InputError
+from hwmodels import dtypes
 
 try:  # optional: the torch path and the accounting work without triton
     import triton
@@ -42,8 +43,7 @@ MAX_COLS = 65536
 IMPLS = ("triton", "torch")
 #: rows of the output the registry's pre-timing check compares with fp64
 CHECK_ROWS = 1024
-DTYPES = ("fp32", "bf16", "fp16")
-_TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+DTYPES = tuple(d for d in dtypes.FLOAT_DTYPES if d != "fp64")  # fp32, bf16, fp16: the storage dtypes Triton loads
 
 #: Tolerances of the correctness check against an fp64 reference: fp32 output
 #: is rounded once from fp32 arithmetic (exp has ~2 ulp error, the sum of
@@ -186,7 +186,7 @@ def make_input(rows: int, cols: int, dtype: str, device: str = "cpu", *, seed: i
         raise choices_error("dtype", dtype, DTYPES)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(rows, cols, generator=gen, dtype=torch.float32) * scale
-    return x.to(device=device, dtype=getattr(torch, _TORCH_DTYPE[dtype]))
+    return x.to(device=device, dtype=getattr(torch, dtypes.get(dtype).torch))
 
 
 def check(out: Any, x: Any, dtype: str) -> float:
@@ -274,16 +274,13 @@ def _flops(p: dict[str, Any]) -> float:
 
 
 def _bytes(p: dict[str, Any]) -> float:
-    return float(softmax_bytes(p["rows"], p["cols"], _ITEMSIZE[p["dtype"]]))
-
-
-_ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
+    return float(softmax_bytes(p["rows"], p["cols"], dtypes.itemsize(p["dtype"])))
 
 
 def _memory(p: dict[str, Any]) -> float:
     # device: rotation x (input + output); the fp32 staging copy of the input
     # is made on the host, as is the fp64 reference
-    return float(p["rotation"] * 2 * p["rows"] * p["cols"] * _ITEMSIZE[p["dtype"]])
+    return float(p["rotation"] * 2 * p["rows"] * p["cols"] * dtypes.itemsize(p["dtype"]))
 
 
 def _supports(p: dict[str, Any], device: str) -> tuple[str, str] | None:

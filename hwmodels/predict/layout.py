@@ -15,10 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 from dataclasses import asdict, dataclass
 
+from hwmodels.dtypes import PREDICT_PRECISIONS as PRECISIONS
 from hwmodels.errors import ModelInputError, choices_error
 from hwmodels.predict.memory import RECOMPUTE, SHARDINGS
-
-PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
 
 
 @dataclass(frozen=True, kw_only=True)

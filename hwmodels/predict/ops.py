@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwmodels import dtypes
 from hwmodels.predict.spec import ModelSpec
 
 PHASES = ("fwd", "bwd", "recompute", "step")
@@ -85,7 +86,7 @@ class Op:
 
 def dtype_bytes(precision: str) -> float:
     """Bytes per activation element: fp32 4; bf16/fp16 2; fp8 runs GEMM inputs in 8 bits but keeps 16-bit activations."""
-    return 4.0 if precision == "fp32" else 2.0
+    return dtypes.nbytes("fp32" if precision == "fp32" else "bf16")
 
 
 def _gemm(name: str, phase: str, m: int, n: int, k: int, count: float = 1.0) -> Op:
