@@ -672,7 +672,12 @@ def _fit_curve(collective: str, ranks: int, sizes: tuple[float, ...], times: tup
 def _comms(node: Any, pts: list[KernelPoint], pub: list[dict[str, str]], use_published: bool
            ) -> dict[str, LevelComms]:
     """Per level: fitted ramps from the best source that has a curve, else the catalog link model."""
-    link = LinkModel.from_node(node)
+    try:
+        link = LinkModel.from_node(node)
+    except ModelInputError:  # a node without a link figure (one accelerator, no network): 1 B/s, labelled below
+        apn0 = max(int(getattr(node, "accelerators_per_node", 1) or 1), 1)
+        link = LinkModel(intra_bytes_per_s=1.0, inter_bytes_per_s=1.0, accelerators_per_node=apn0,
+                         source=f"catalog {node.id}: no link figures")
     apn = int(node.accelerators_per_node)
     cand = _point_curves(pts, apn, link.domain)
     if use_published:
