@@ -22,7 +22,7 @@ def _json(proc):
 def test_hwmodels_never_imports_torch_or_jax():
     mods = ["hwmodels", "hwmodels.errors", "hwmodels.units", "hwmodels.results", "hwmodels.csvio", "hwmodels.catalog",
             "hwmodels.roofline", "hwmodels.scaling", "hwmodels.comms", "hwmodels.convergence", "hwmodels.cost",
-            "hwmodels.prices", "hwmodels.scaling_law", "hwmodels.nccl_tests"]
+            "hwmodels.prices", "hwmodels.scaling_law", "hwmodels.nccl_tests", "hwmodels.dtypes"]
     found = sorted(p.stem for p in (REPO / "hwmodels").glob("*.py") if p.stem != "__init__")
     assert set(found) <= {m.split(".")[-1] for m in mods}, "a new hwmodels module is missing from this test"
     code = ("import sys\n" + "".join(f"import {m}\n" for m in mods)
