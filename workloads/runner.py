@@ -28,6 +28,7 @@ activation checkpointing too.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
@@ -92,6 +93,9 @@ class TrainResult:
     resumed_from_step: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
     loop_step_s: float | None = None  # wall s per post-warm-up step, loop bookkeeping included
+    profile_trace: str | None = None  # Chrome/Perfetto JSON of the profiled steps (workloads.profile)
+    profile_breakdown_s: dict[str, float] = field(default_factory=dict)  # s per step per op class
+    profile: dict[str, Any] = field(default_factory=dict)  # workloads.profile.ProfileBreakdown.to_dict()
     wall_s: float | None = None
     started_at: str | None = None
     finished_at: str | None = None
@@ -203,7 +207,24 @@ def _make_backend(w: Any, cfg: Any, split: Any, ctx: Any) -> Any:
     return TorchBackend(module=w.torch_module(cfg, split), cfg=cfg, ctx=ctx)
 
 
-def train_local(name: str, cfg_or_dict: Any, callback: Any = None) -> dict[str, Any]:
+_NULL = contextlib.nullcontext()
+
+
+def _profiler(w: Any, cfg: Any, ctx: Any, profile_dir: str | None) -> Any:
+    """A started :class:`workloads.profile.StepProfiler` when ``profile_dir`` is given (torch only), else None."""
+    if not profile_dir:
+        return None
+    if cfg.framework != "torch":
+        raise InputError(f"{w.name}.framework: --profile records a torch.profiler trace; framework "
+                         f"{cfg.framework!r} is not supported (use framework=torch)")
+    from workloads.profile import StepProfiler, default_trace_path
+
+    # wait out the runner's warm-up steps, one profiler warm-up step, then record 3 (Kineto schedule)
+    return StepProfiler(default_trace_path(profile_dir, w.name if ctx.world == 1 else f"{w.name}-rank{ctx.rank}"),
+                        device=ctx.device, wait=WARMUP_STEPS).start()
+
+
+def train_local(name: str, cfg_or_dict: Any, callback: Any = None, profile_dir: str | None = None) -> dict[str, Any]:
     """Train in this process (joining the process group when launched with WORLD_SIZE > 1)."""
     from workloads import distributed, registry
 
@@ -221,7 +242,7 @@ def train_local(name: str, cfg_or_dict: Any, callback: Any = None) -> dict[str, 
                 cfg = replace(cfg, nprocs=ctx.world)
             else:
                 raise InputError(f"{name}.nprocs ({cfg.nprocs}) differs from the launcher's WORLD_SIZE ({ctx.world})")
-        return _train(w, cfg, ctx, callback).to_json()
+        return _train(w, cfg, ctx, callback, profile_dir).to_json()
     finally:
         if threads_before is not None:
             import torch
@@ -231,7 +252,7 @@ def train_local(name: str, cfg_or_dict: Any, callback: Any = None) -> dict[str, 
             distributed.shutdown()
 
 
-def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None) -> TrainResult:
+def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None, profile_dir: str | None = None) -> TrainResult:
     import numpy as np
 
     from workloads import checkpoint as ckpt
@@ -305,6 +326,8 @@ def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None) -> TrainResult:
             reached, steps_to_target, time_to_target, tokens_to_target = True, pt["step"], pt["seconds"], pt["tokens"]
     sync = getattr(backend, "sync", None)
     ph = PhaseTimer(sync)
+    prof = _profiler(w, cfg, ctx, profile_dir)  # steps under the profiler are left out of the step statistics
+    profiled: set[int] = set()
     data_iter = step_batches(split, seed=cfg.seed, start_step=start_step, stop_step=cfg.max_steps,
                              batch_size=cfg.batch_size, rank=ctx.rank, world=ctx.world, workers=cfg.workers)
     try:
@@ -315,14 +338,22 @@ def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None) -> TrainResult:
             step += 1
             if len(step_times) == WARMUP_STEPS:
                 side["t_timed"], side["s"] = time.perf_counter(), 0.0
-            ph.start()
-            batch = next(data_iter)
-            micro = backend.to_device(batch)
-            ph.lap("data")
-            loss = backend.step(step, micro, ph)
-            laps = ph.take()
+            under = prof is not None and prof.under_profiler()
+            with prof.step_range() if prof is not None else _NULL:
+                ph.start()
+                batch = next(data_iter)
+                micro = backend.to_device(batch)
+                ph.lap("data")
+                loss = backend.step(step, micro, ph)
+                laps = ph.take()
             step_times.append(sum(laps.values()))
-            if len(step_times) > WARMUP_STEPS:
+            if prof is not None:
+                t_p = time.perf_counter()
+                prof.step()
+                if under:
+                    profiled.add(len(step_times) - 1)
+                    side["s"] += sum(laps.values()) + time.perf_counter() - t_p
+            if len(step_times) > WARMUP_STEPS and not under:
                 for k, v in laps.items():
                     phase_sums[k] = phase_sums.get(k, 0.0) + v
             if not step & 7:  # every 8th step (~2 us a probe); also at each eval point below
@@ -362,6 +393,8 @@ def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None) -> TrainResult:
         status = "oom" if _is_oom(exc) else "failed"
         error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:
+        if prof is not None:
+            prof.stop()
         t_loop_end = time.perf_counter()
         close = getattr(data_iter, "close", None)
         if close:
@@ -372,7 +405,7 @@ def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None) -> TrainResult:
         _, restore_s = ckpt.restore(ckpt_dir, backend) if restore_s is None else (None, restore_s)
 
     # -- measurements ------------------------------------------------------------------
-    timed = step_times[WARMUP_STEPS:] if len(step_times) > WARMUP_STEPS else []
+    timed = [t for i, t in enumerate(step_times) if i >= WARMUP_STEPS and i not in profiled]
     res: dict[str, Any] = dict(base)
     res.update(status=status, error=error, steps=step, target_reached=reached, steps_to_target=steps_to_target,
                time_to_target_s=time_to_target, tokens_to_target=tokens_to_target if tokens_per_sample else None,
@@ -429,6 +462,10 @@ def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None) -> TrainResult:
     if side["t_timed"] is not None and len(timed):
         # wall time per post-warm-up step including the loop's own bookkeeping, eval/checkpoint excluded
         res["loop_step_s"] = (t_loop_end - side["t_timed"] - side["s"]) / len(timed)
+    if prof is not None:
+        res.update(prof.metrics())
+        res["breakdown_notes"].append(f"{len(profiled)} step(s) ran under torch.profiler (trace "
+                                      f"{res['profile_trace']}); they are left out of step_time_s and the breakdown")
     res["wall_s"] = time.perf_counter() - t_wall0
     res["finished_at"] = datetime.now(UTC).isoformat()
     return TrainResult(**res)
@@ -448,7 +485,7 @@ UNITS = {
 
 def run(name: str, params: dict[str, Any] | None = None, *, target_loss: float | None = None,
         max_steps: int | None = None, max_time_s: float | None = None, store: Any = None,
-        record: bool = True, callback: Any = None) -> TrainResult:
+        record: bool = True, callback: Any = None, profile_dir: str | os.PathLike[str] | None = None) -> TrainResult:
     """Train workload ``name`` with ``params`` (raw ``--set`` strings or typed values; ``preset`` selects one).
 
     ``nprocs > 1`` launches that many local torch.distributed processes unless
@@ -457,7 +494,9 @@ def run(name: str, params: dict[str, Any] | None = None, *, target_loss: float |
     rank 0 only) unless ``record=False``; bad input raises ``InputError``
     before anything runs or is written. ``callback(step, loss)``, if given, is
     called after every step (single-process runs only; the overhead benchmark
-    uses it to interleave a bare loop step by step).
+    uses it to interleave a bare loop step by step). ``profile_dir``: record a
+    ``torch.profiler`` trace of a few steady-state steps there and a per-op-class
+    breakdown (:mod:`workloads.profile`; ``profile_trace``, ``profile_breakdown_s``).
     """
     from hwcore.records import WorkloadRecord
     from hwcore.store import Store
@@ -477,13 +516,17 @@ def run(name: str, params: dict[str, Any] | None = None, *, target_loss: float |
         st.check_writable()
     started = datetime.now(UTC)
     in_world = distributed.env_world()
+    if profile_dir and cfg.nprocs > 1 and in_world is None:
+        raise InputError(f"{name}.nprocs: --profile captures one process; run nprocs={cfg.nprocs} under torchrun "
+                         "(each rank writes its own trace) or profile with nprocs=1")
     try:
         if cfg.nprocs > 1 and in_world is None:
             timeout = cfg.max_time_s * 2 + 600 if cfg.max_time_s else None
             out = distributed.launch(name, cfg.to_dict(), cfg.nprocs, timeout_s=timeout)
             result = TrainResult.from_json(out)
         else:
-            result = TrainResult.from_json(train_local(name, cfg, callback))
+            result = TrainResult.from_json(train_local(name, cfg, callback,
+                                                       str(profile_dir) if profile_dir else None))
     except InputError:
         raise
     except Exception as exc:  # a crash outside the step loop: recorded as a fault, not lost

@@ -1,0 +1,62 @@
+"""workloads.profile: torch.profiler capture of steady-state steps and the per-op-class breakdown."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workloads.profile import CLASSES, STEP_RANGE, op_class, trace_summary
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("name, cls", [
+    ("aten::mm", "gemm"), ("aten::addmm", "gemm"), ("aten::linear", "gemm"),
+    ("autograd::engine::evaluate_function: MmBackward0", "gemm"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "attention"),
+    ("aten::_efficient_attention_backward", "attention"),
+    ("aten::native_layer_norm", "memory_bound"), ("aten::gelu_backward", "memory_bound"),
+    ("aten::embedding_dense_backward", "memory_bound"), ("aten::broadcast_tensors", "memory_bound"),
+    ("Optimizer.step#AdamW.step", "optimizer"), ("aten::_foreach_addcdiv_", "optimizer"),
+    ("c10d::allreduce_", "communication"), ("nccl:all_reduce", "communication"),
+    (STEP_RANGE, None), ("some python range", None),
+])
+def test_op_class_by_name(name, cls):
+    assert op_class(name) == cls
+
+
+def test_profiled_run_breakdown_sums_to_the_profiled_step(tmp_path):
+    from workloads import runner
+
+    res = runner.run("transformer_lm", {"preset": "tiny", "eval_every": 1000, "eval_batches": 1,
+                                        "stop_at_target": False, "threads": 1},
+                     max_steps=8, record=False, profile_dir=tmp_path)
+    assert res.status == "ok", res.error
+    # the trace is Chrome/Perfetto JSON with the three recorded step ranges
+    assert res.profile_trace and res.profile_trace.startswith(str(tmp_path))
+    summ = trace_summary(res.profile_trace)
+    assert summ["events"] > 100 and summ["step_ranges"] == 3
+    bd = res.profile_breakdown_s
+    assert set(bd) == set(CLASSES) and all(v >= 0 for v in bd.values())
+    prof = res.profile
+    assert prof["steps"] == 3 and prof["time_kind"] == "self_cpu"
+    # self times of the events inside the step ranges add up to the ranges' duration (one thread on CPU)
+    assert sum(bd.values()) == pytest.approx(prof["step_s"], rel=0.25)
+    assert bd["gemm"] > 0 and bd["attention"] > 0 and bd["optimizer"] > 0 and bd["memory_bound"] > 0
+    assert bd["communication"] == 0
+    assert sum(prof["fraction_of_step"].values()) == pytest.approx(1.0, rel=0.25)
+    # profiled steps (1 profiler warm-up + 3 active) are left out of the step statistics
+    assert res.step_time_s["n"] == 8 - runner.WARMUP_STEPS - 4
+    assert any("torch.profiler" in n for n in res.breakdown_notes)
+    json.dumps(res.to_json())  # storable
+
+
+def test_profile_refuses_jax_and_multi_process(tmp_path):
+    from hwcore.errors import InputError
+    from workloads import runner
+
+    with pytest.raises(InputError, match="nprocs"):
+        runner.run("mlp_regressor", {"preset": "tiny", "nprocs": 2}, max_steps=4, record=False,
+                   profile_dir=tmp_path)
