@@ -91,7 +91,7 @@ def _cpuinfo_fields() -> dict[str, Any]:
             import cpuinfo
 
             model = cpuinfo.get_cpu_info().get("brand_raw")
-        except Exception:  # noqa: BLE001 - best effort on exotic platforms
+        except Exception:  # noqa: BLE001 - py-cpuinfo probes subprocesses, raises anything; name falls back
             model = platform.processor() or "unknown"
     return {"cpu_model": model, "cpu_flags": {f: (f in flags) for f in CPU_FLAGS}}
 
@@ -126,7 +126,7 @@ def _memory_bytes() -> int:
         import psutil
 
         return int(psutil.virtual_memory().total)
-    except Exception:  # noqa: BLE001
+    except (ImportError, OSError, RuntimeError):  # no psutil, or /proc unreadable: sysconf gives the same total
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
@@ -135,7 +135,7 @@ def _cores() -> dict[str, int | None]:
         import psutil
 
         physical = psutil.cpu_count(logical=False)
-    except Exception:  # noqa: BLE001
+    except (ImportError, OSError, RuntimeError):  # no psutil or no /proc: physical cores unknown (None)
         physical = None
     try:
         usable = len(os.sched_getaffinity(0))
@@ -202,7 +202,7 @@ def _nvml() -> dict[str, Any]:
         return {}
     try:
         pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no driver
+    except pynvml.NVMLError:  # no driver / library: the fingerprint has no NVML section
         return {}
     try:
         driver = pynvml.nvmlSystemGetDriverVersion()

@@ -532,7 +532,7 @@ def validate_part(path: str | os.PathLike[str], *, deep: bool = False) -> str | 
                 start = c.dictionary_page_offset if c.has_dictionary_page and c.dictionary_page_offset else c.data_page_offset
                 if start is not None and start + c.total_compressed_size > size:
                     return f"truncated or damaged: row group {i} column {c.path_in_schema} ends past the end of the file"
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad footer
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad footer; fault returned
         return f"unreadable Parquet footer: {_first_line(exc)}"
     problem = _schema_problem(schema)
     if problem:
@@ -540,7 +540,7 @@ def validate_part(path: str | os.PathLike[str], *, deep: bool = False) -> str | 
     if deep:
         try:
             pq.read_table(path)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for damaged pages; the fault is returned
             return f"damaged data: {_first_line(exc)}"
     return None
 

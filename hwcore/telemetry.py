@@ -258,7 +258,7 @@ def load_nvml() -> tuple[Any | None, str | None]:
 def _init(nvml: Any) -> tuple[Any | None, str | None]:
     try:
         nvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...: the reason is recorded
         return None, f"nvmlInit failed: {type(exc).__name__}: {exc}"
     return nvml, None
 
@@ -282,7 +282,7 @@ def _torch_uuid(cuda_index: int) -> str | None:
         if not torch.cuda.is_available():
             return None
         u = getattr(torch.cuda.get_device_properties(cuda_index), "uuid", None)
-    except Exception:
+    except (ImportError, RuntimeError, AssertionError):  # no torch / CUDA init failed / bad ordinal: NVML order
         return None
     if u is None:
         return None
@@ -308,10 +308,10 @@ def resolve_handles(nvml: Any, devices: Sequence[int] | None, *, by_cuda_index: 
             if uuid is not None and hasattr(nvml, "nvmlDeviceGetHandleByUUID"):
                 try:
                     handle = nvml.nvmlDeviceGetHandleByUUID(uuid.encode() if isinstance(uuid, str) else uuid)
-                except Exception:
+                except Exception:  # noqa: BLE001 - NVML's error classes live in the loaded module; retry as str
                     try:
                         handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
-                    except Exception:
+                    except Exception:  # noqa: BLE001 - fall back to NVML's own index (documented above)
                         handle = None
         if handle is None:
             if not 0 <= i < count:
@@ -328,7 +328,7 @@ def device_info(nvml: Any, index: int, handle: Any) -> GpuInfo:
     def opt(name: str, *args: Any) -> Any:
         try:
             return _call(nvml, name, handle, *args)
-        except Exception:
+        except Exception:  # noqa: BLE001 - NVMLError_NotSupported & co.: an unexposed value reads as None
             return None
 
     mx_sm, mx_mem, plim = opt("nvmlDeviceGetMaxClockInfo", clock_sm), opt("nvmlDeviceGetMaxClockInfo", clock_mem), opt(
@@ -354,7 +354,7 @@ def read_sample(nvml: Any, index: int, handle: Any, *, t_s: float, phase: str) -
     def opt(name: str, *args: Any) -> Any:
         try:
             return _call(nvml, name, handle, *args)
-        except Exception:
+        except Exception:  # noqa: BLE001 - NVMLError_NotSupported & co.: a counter not exposed reads as None
             return None
 
     sm = opt("nvmlDeviceGetClockInfo", clock_sm)
@@ -446,7 +446,7 @@ class Telemetry:
         except InputError:
             self._shutdown()
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - NVML errors: telemetry unavailable, the reason is recorded
             self._reason = f"NVML device lookup failed: {type(exc).__name__}: {exc}"
             self._shutdown()
             self._nvml = None
@@ -465,7 +465,7 @@ class Telemetry:
         for i, h in self._handles:
             try:
                 s = read_sample(self._nvml, i, h, t_s=t, phase=phase)
-            except Exception as exc:  # never let telemetry break a measurement
+            except Exception as exc:  # noqa: BLE001 - never let telemetry break a measurement; the error is recorded
                 with self._lock:
                     self._errors.append(f"{phase}: {type(exc).__name__}: {exc}")
                 continue
@@ -507,7 +507,7 @@ class Telemetry:
         try:
             if self._nvml is not None:
                 self._nvml.nvmlShutdown()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a failed NVML shutdown loses nothing: the readings are taken
             pass
 
 
@@ -524,7 +524,7 @@ def _parse_devices(device: int | str | Sequence[int] | None) -> list[int] | None
                 import torch
 
                 return [torch.cuda.current_device()] if torch.cuda.is_available() else [0]
-            except Exception:
+            except (ImportError, RuntimeError, AssertionError):  # no torch / CUDA init failed: device 0
                 return [0]
         if device.startswith("cuda:") and device[5:].isdigit():
             return [int(device[5:])]

@@ -305,9 +305,11 @@ class CellOutcome:
 
 def _kill_tree(proc: subprocess.Popen) -> None:
     """SIGTERM then SIGKILL the worker and all its descendants (the kernel lives in its own session)."""
+    gone: tuple[type[BaseException], ...] = (OSError,)  # a descendant that exited meanwhile
     try:
         import psutil
 
+        gone = (psutil.Error, OSError)
         try:
             kids = psutil.Process(proc.pid).children(recursive=True)
         except psutil.Error:
@@ -317,7 +319,7 @@ def _kill_tree(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
     for k in kids:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*gone):
             k.terminate()
     try:
         proc.wait(KILL_GRACE_S)
@@ -326,9 +328,9 @@ def _kill_tree(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     for k in kids:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*gone):
             k.kill()
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILLed; a process stuck in the kernel is reaped later
         proc.wait(KILL_GRACE_S)
 
 
@@ -348,7 +350,7 @@ def _annotate(output: Path, meta: dict[str, Any]) -> None:
         return
     try:
         nb = nbformat.read(output, as_version=4)
-    except Exception:  # noqa: BLE001 - a half-written notebook from a killed worker
+    except Exception:  # noqa: BLE001 - a killed worker's half-written notebook (any parse error): its record says why
         return
     nb.metadata["hweval"] = meta
     tmp = output.with_name(f".{output.name}.tmp")
@@ -523,7 +525,7 @@ def _worker(spec_path: str) -> int:
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         src = Path(spec["input"]) if spec.get("input") else output.with_name(f".{output.stem}.input.ipynb")
         nbformat.write(nb, src)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - jupytext/nbformat raise many types; recorded as the cell's failure
         return finish("failed", f"cannot convert {cell['notebook_path']}: {exc}")
     try:
         pm.execute_notebook(
@@ -540,7 +542,7 @@ def _worker(spec_path: str) -> int:
         status, error = "ok", None
     except pm.PapermillExecutionError as exc:
         status, error = "failed", f"{exc.ename}: {exc.evalue}"
-    except Exception as exc:  # noqa: BLE001 - DeadKernelError, CellTimeoutError, kernel start failures
+    except Exception as exc:  # noqa: BLE001 - DeadKernelError, CellTimeoutError, kernel start: recorded below
         name = type(exc).__name__
         status = "timeout" if name in ("CellTimeoutError", "TimeoutError") else "failed"
         msg = str(exc).strip().splitlines()
@@ -606,7 +608,7 @@ def run_local(
                     c = futs[fut]
                     try:
                         statuses[c.cell_id] = fut.result()
-                    except Exception as exc:  # noqa: BLE001 - e.g. the store became unwritable
+                    except Exception as exc:  # noqa: BLE001 - e.g. the store became unwritable: printed, cell failed
                         statuses[c.cell_id] = "failed"
                         console.print(f"[red]{c.cell_id}: runner error: {exc}")
                     bar.update(task, advance=1, last=f"{c.notebook}@{c.node}: {statuses[c.cell_id]}")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from hwcore.errors import InputError
+from hwcore.errors import InputError, OutOfMemory
 from hwmodels import dtypes
 from kernels import _util as U
 from kernels.registry import (
@@ -386,7 +386,7 @@ def _gemm_max_one(kernel: Kernel, p: dict[str, Any], device: str, warmup_ms: flo
         q = validate_params("gemm", {**base, "m": shape[0], "n": shape[1], "k": shape[2]}, device=device)
         try:
             check_fits(g, q, device)
-        except Exception:  # noqa: BLE001 - a shape that does not fit is not a candidate
+        except OutOfMemory:  # a shape that does not fit is not a candidate (recorded in `tried`)
             tried.append([*shape, None, "oom"])
             return None
         r = time_kernel(g, q, device, warmup_ms=min(warmup_ms, budget_ms), measure_ms=budget_ms, do_check=chk)

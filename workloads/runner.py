@@ -34,6 +34,7 @@ import os
 import statistics
 import tempfile
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -139,7 +140,7 @@ def datasheet_peak(precision: str, device: str, world: int) -> tuple[float | Non
     """
     try:
         from hwmodels.catalog import match_node  # written by the hwmodels issue; optional here
-    except Exception as exc:  # noqa: BLE001 - any import failure means "no catalog"
+    except ImportError as exc:  # no catalog in this install: the reason is recorded with the result
         return None, f"no datasheet peak: hwmodels.catalog unavailable ({type(exc).__name__})"
     try:
         from hwcore.fingerprint import fingerprint
@@ -157,7 +158,7 @@ def datasheet_peak(precision: str, device: str, world: int) -> tuple[float | Non
             return peak, f"datasheet dense {_dtype(precision)} peak of {name}: {used} accelerator(s)"
         peak = float(node.peak_flops_per_s(_dtype(precision), per="node"))
         return peak, f"datasheet dense {_dtype(precision)} peak of {name} (whole node)"
-    except Exception as exc:  # noqa: BLE001 - a catalog problem must not fail a training run
+    except Exception as exc:  # noqa: BLE001 - a catalog problem must not fail a training run; reason recorded
         return None, f"no datasheet peak: catalog lookup failed ({type(exc).__name__}: {exc})"
 
 
@@ -182,7 +183,8 @@ def _rss_reader():
 
         proc = psutil.Process()
         return lambda: proc.memory_info().rss
-    except Exception:  # noqa: BLE001
+    except (ImportError, OSError) as exc:  # psutil.Error subclasses neither; Process() of ourselves cannot fail
+        warnings.warn(f"peak RSS unavailable (no /proc/self/statm, psutil: {exc}); recorded as 0", stacklevel=2)
         return lambda: 0
 
 
@@ -282,7 +284,7 @@ def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None, profile_dir: str | 
     peak_rss = rss()
     try:
         backend = _make_backend(w, cfg, split, ctx)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - out-of-memory becomes an oom result, everything else re-raises
         if isinstance(exc, InputError) or not _is_oom(exc):
             raise
         return TrainResult(**base, status="oom", error=str(exc).splitlines()[0])
@@ -387,7 +389,7 @@ def _train(w: Any, cfg: Any, ctx: Any, callback: Any = None, profile_dir: str | 
                 if not (reached and cfg.stop_at_target):
                     status, error = "timeout", f"max_time_s ({cfg.max_time_s}) exceeded at step {step}"
                 break
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a crash in the step loop is recorded as oom / failed with its error
         if isinstance(exc, InputError | Fault):
             raise
         status = "oom" if _is_oom(exc) else "failed"

@@ -3,8 +3,8 @@ which records the cells Slurm ended abnormally or that ended without writing a r
 
 from __future__ import annotations
 
-import contextlib
 import time
+import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -171,8 +171,11 @@ def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_a
                                         error=f"slurm job {k[0]}_{k[1]} cancelled: hweval run interrupted",
                                         job=f"{k[0]}_{k[1]}", state=TaskState(state="CANCELLED", source="hweval"),
                                         notebooks_out=notebooks_out, submitted_at=submitted_at))
-        with contextlib.suppress(Exception):
+        try:
             st.append(recs)
+        except Exception as exc:  # noqa: BLE001 - the interrupt must propagate; unrecorded cells rerun on --resume
+            warnings.warn(f"could not record the {len(recs)} cancelled cell(s) ({type(exc).__name__}: {exc}); "
+                          "--resume runs them again", RuntimeWarning, stacklevel=2)
         raise
     return statuses
 
