@@ -169,6 +169,16 @@ def _flat(rec: Any, name: str) -> dict[str, Any]:
     return d
 
 
+def _latest_runs(recs: list[Any]) -> list[Any]:
+    """Per notebook, the records of its latest run only (run ids start with a UTC timestamp), so a plan run
+    again (``--force``) is analysed from its new measurements, not pooled with older ones."""
+    latest: dict[str | None, str] = {}
+    for r in recs:
+        if r.run_id and r.run_id > latest.get(r.notebook, ""):
+            latest[r.notebook] = r.run_id
+    return [r for r in recs if not r.run_id or r.run_id == latest.get(r.notebook)]
+
+
 def load_measurements(store: Store, plan: str | None) -> Measurements:
     """Kernel, collective and workload records of ``plan`` (all plans when None), with noise figures.
 
@@ -177,8 +187,8 @@ def load_measurements(store: Store, plan: str | None) -> Measurements:
     """
     from hwcore.records import KernelRecord, WorkloadRecord, read
 
-    kr = read(store, KernelRecord, plan=plan)
-    wr = read(store, WorkloadRecord, plan=plan)
+    kr = _latest_runs(read(store, KernelRecord, plan=plan))
+    wr = _latest_runs(read(store, WorkloadRecord, plan=plan))
     kernels = [_flat(r, r.kernel) for r in kr if r.kind == "kernel"]
     colls = [_flat(r, r.kernel) for r in kr if r.kind == "collective"]
     colls += [k for k in kernels if (k.get("params") or {}).get("world_size")]

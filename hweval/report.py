@@ -282,7 +282,7 @@ def render(an: A.Analysis, report_dir: str | Path, *, title: str = "hweval procu
                  f"Measured, {lvl}": f"{A.fmt_duration(c.measured_lo_s, ('s', 1.0))} to "
                                      f"{A.fmt_duration(c.measured_hi_s, ('s', 1.0))}",
                  "Repeats": c.measured_how,
-                 "Measured MFU": f"{c.measured_mfu:.1%}" if c.measured_mfu is not None else "n/a",
+                 "Measured MFU": A._pct(c.measured_mfu) if c.measured_mfu is not None else "n/a",
                  "Predicted step": A.fmt_duration(c.predicted_step_s, ("s", 1.0)) if c.predicted_step_s else "n/a",
                  "Predicted / measured": f"{c.error:+.0%}" if c.error is not None else "n/a",
                  "Calibration": c.calibration} for c in an.checks]
