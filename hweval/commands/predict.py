@@ -23,6 +23,7 @@ rows whose ``node_id`` is the hardware id) are used when present.
 from __future__ import annotations
 
 import csv
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,8 @@ def _kernel_points(node_id: str) -> list[Any]:
         from hwmodels.predict.calibration import KernelPoint
         store = Store(None)
         recs = read(store, KernelRecord)
-    except Exception:  # noqa: BLE001 - no store / unreadable store: no measured source, others apply
+    except (InputError, OSError) as exc:  # an unreadable store: no measured source, the others apply; say so
+        warnings.warn(f"predict: store not read ({exc}); measured kernel rates not used", stacklevel=2)
         return []
     pts = []
     for r in recs:
