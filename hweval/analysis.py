@@ -172,11 +172,11 @@ def _flat(rec: Any, name: str) -> dict[str, Any]:
 def _latest_runs(recs: list[Any]) -> list[Any]:
     """Per notebook, the records of its latest run only (run ids start with a UTC timestamp), so a plan run
     again (``--force``) is analysed from its new measurements, not pooled with older ones."""
-    latest: dict[str | None, str] = {}
+    latest: dict[str, str] = {}
     for r in recs:
-        if r.run_id and r.run_id > latest.get(r.notebook, ""):
+        if r.notebook and r.run_id and r.run_id > latest.get(r.notebook, ""):
             latest[r.notebook] = r.run_id
-    return [r for r in recs if not r.run_id or r.run_id == latest.get(r.notebook)]
+    return [r for r in recs if not r.notebook or not r.run_id or r.run_id == latest.get(r.notebook)]
 
 
 def load_measurements(store: Store, plan: str | None) -> Measurements:

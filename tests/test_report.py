@@ -15,6 +15,7 @@ NODE = "cpu-epyc-zen4-2c"
 JOB = {"model": "llama2-7b", "tokens": 1e12, "global_batch": 1024, "accelerators": [256, 512],
        "deadline_days": 30, "pricing": ["on_demand", "spot", "on_prem"]}
 CANDIDATES = ["h100-sxm", "mi300x", "gaudi3"]
+RUN = "20261201T000000-seed"  # one run: the analysis keeps each notebook's latest run
 
 
 def seed(store: Store) -> None:
@@ -27,12 +28,12 @@ def seed(store: Store) -> None:
         recs.append(KernelRecord(kernel=name, params={"dtype": dt, "n": int(by // 24)},
                                  metrics={"flops": fl, "bytes": by, "median_s": s, "flops_per_s": fl / s,
                                           "bytes_per_s": by / s, "noise_ratio": 0.04,
-                                          "noise_warning": name == "stream_copy"}, plan="p").to_record())
+                                          "noise_warning": name == "stream_copy"}, plan="p", run_id=RUN).to_record())
     # convergence: loss = 2 + 30 * samples^-0.5, every 10 steps at batch 8; target 2.5 is reachable
     curve = [{"step": k, "tokens": k * 512, "seconds": 0.01 * k, "loss": 2 + 30 * (8 * k) ** -0.5}
              for k in range(10, 210, 10)]
     for sps in (800.0, 820.0, 790.0):
-        recs.append(WorkloadRecord(workload="transformer_lm", notebook="04_convergence", plan="p",
+        recs.append(WorkloadRecord(workload="transformer_lm", notebook="04_convergence", plan="p", run_id=RUN,
                                    params={"batch_size": 8, "nprocs": 1, "target_loss": 2.5, "layers": 2, "width": 64,
                                            "heads": 4, "seq_len": 64, "vocab": 256, "precision": "fp32"},
                                    metrics={"loss_curve": curve, "samples_per_s": sps, "flops_per_step": 5e7,
