@@ -53,7 +53,7 @@ from hwcore.errors import InputError
 from hweval.plan import REPO, Cell, Plan
 from hwcore import records
 from hwcore.records import CellRecord
-from hwcore.store import Store, new_run_id
+from hwcore.store import Record, Store, new_run_id
 
 KILL_GRACE_S = 5.0
 DONE = "ok"
@@ -468,27 +468,32 @@ def run_cell(
         "fingerprint": fp,
     }
     _annotate(output, meta)
-    st.append(
-        CellRecord(
-            cell_id=cell.cell_id,
-            notebook_name=cell.notebook,
-            node=cell.node,
-            parameters=cell.params,
-            output=str(output),
-            is_report=cell.is_report,
-            wall_s=wall_s,
-            timeout_s=limit,
-            status=status,
-            error=error,
-            run_id=run_id,
-            plan=plan_name,
-            notebook=cell.notebook,
-            started_at=started,
-            finished_at=datetime.now(UTC),
-            fingerprint=fp,
-        ).to_record()
-    )
+    st.append(cell_record(cell, plan_name=plan_name, run_id=run_id, status=status, error=error, output=output,
+                          started_at=started, fingerprint=fp, wall_s=wall_s, timeout_s=limit))
     return status
+
+
+def cell_record(cell: Cell, *, plan_name: str, run_id: str, status: str, error: str | None, output: str | Path,
+                started_at: datetime, fingerprint: dict[str, Any], **fields: Any) -> Record:
+    """The notebook record of one plan cell, finished now: the runner's, and the Slurm poller's for a task
+    that wrote none (``fields``: ``wall_s``, ``timeout_s``, ``slurm_job``, ``slurm_state``)."""
+    return CellRecord(
+        cell_id=cell.cell_id,
+        notebook_name=cell.notebook,
+        node=cell.node,
+        parameters=cell.params,
+        output=str(output),
+        is_report=getattr(cell, "is_report", False),
+        status=status,
+        error=error,
+        run_id=run_id,
+        plan=plan_name,
+        notebook=cell.notebook,
+        started_at=started_at,
+        finished_at=datetime.now(UTC),
+        fingerprint=fingerprint,
+        **fields,
+    ).to_record()
 
 
 def kill_active() -> None:

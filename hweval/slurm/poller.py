@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hwcore.records import CellRecord
 from hwcore.store import Record
+from hweval.runner import cell_record
 from hweval.slurm import scheduler
 from hweval.slurm.scheduler import ABNORMAL, FINAL_STATUS, PENDING_STATES, TaskState, scancel
 
@@ -55,27 +55,12 @@ def record_for(cell: Any, *, plan_name: str, run_id: str, status: str, error: st
                 state: TaskState, notebooks_out: Path, submitted_at: datetime) -> Record:
     import socket
 
-    return CellRecord(
-        cell_id=cell.cell_id,
-        notebook_name=cell.notebook,
-        node=cell.node,
-        parameters=cell.params,
-        output=str(notebooks_out / f"{cell.cell_id}.ipynb"),
-        is_report=False,
-        slurm_job=job,
-        slurm_state=state.state,
-        timeout_s=cell.timeout_s,
-        status=status,
-        error=error,
-        run_id=run_id,
-        plan=plan_name,
-        notebook=cell.notebook,
-        started_at=submitted_at,
-        finished_at=datetime.now(UTC),
-        # the compute node's fingerprint is unknown here: name where the job ran and who recorded it
-        fingerprint={"node_id": None, "slurm_nodelist": state.nodelist,
-                     "recorded_by": f"hweval.slurm poller on {socket.gethostname()}"},
-    ).to_record()
+    # the compute node's fingerprint is unknown here: name where the job ran and who recorded it
+    fp = {"node_id": None, "slurm_nodelist": state.nodelist,
+          "recorded_by": f"hweval.slurm poller on {socket.gethostname()}"}
+    return cell_record(cell, plan_name=plan_name, run_id=run_id, status=status, error=error,
+                       output=notebooks_out / f"{cell.cell_id}.ipynb", started_at=submitted_at, fingerprint=fp,
+                       slurm_job=job, slurm_state=state.state, timeout_s=cell.timeout_s)
 
 
 def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_at, progress, cell_states):
