@@ -464,31 +464,25 @@ def benchmark(
         # not on the current device's: they differ for device="cuda:1"
         dev = torch.device(device if device.startswith("cuda") else "cuda")
         stream = torch.cuda.current_stream(dev)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for r in range(reps):
-            if flushing:
-                flusher()
-            starts[r].record(stream)
-            for _ in range(inner):
-                call(r)
-            ends[r].record(stream)
-        torch.cuda.synchronize(dev)
-        times = [s.elapsed_time(e) * 1e-3 / inner for s, e in zip(starts, ends, strict=True)]
         clock = "cuda_event"
+        ev_idx = 0
 
         def more(k: int) -> None:
-            b = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
-            e = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
+            nonlocal ev_idx
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
             for r in range(k):
                 if flushing:
                     flusher()
-                b[r].record(stream)
+                starts[r].record(stream)
                 for _ in range(inner):
-                    call(r)
-                e[r].record(stream)
+                    call(ev_idx)
+                ev_idx += 1
+                ends[r].record(stream)
             torch.cuda.synchronize(dev)
-            times.extend(x.elapsed_time(y) * 1e-3 / inner for x, y in zip(b, e, strict=True))
+            times.extend(x.elapsed_time(y) * 1e-3 / inner for x, y in zip(starts, ends, strict=True))
+
+        more(reps)
     else:
         idx = 0
 

@@ -2,31 +2,8 @@
 
 The parsing is :mod:`hwmodels.nccl_tests` (the one parser of this format, shared
 with the predictor's calibration); this module adds the file's provenance and
-writes ``KernelRecord`` rows. The format, as that parser reads it:
-
-The format (nccl-tests ``src/common.cu``, ``doc/PERFORMANCE.md``): ``#``
-header lines, then one row per message size::
-
-    # nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 ...
-    #  Rank  0 Group  0 Pid 1006102 on pool0-01806 device  0 [0000:19:00] NVIDIA H100 80GB HBM3
-    #       size    count   type  redop   root     time  algbw  busbw #wrong     time  algbw  busbw #wrong
-         1048576   262144  float    sum     -1    27.37  38.31  67.04      0    26.93  38.94  68.14      0
-
-``time`` is in microseconds, ``algbw``/``busbw`` in GB/s (1e9 B/s); the
-first four measured columns are out-of-place, the last four in-place. Older
-versions (before the ``root`` column, 2019) print ``size count type redop time
-algbw busbw error ...`` with a float ``error``; both are read. Prefixes that
-launchers add to every line are stripped: Slurm's ``srun --label`` (``0:``),
-Open MPI's ``--tag-output`` (``[1,0]<stdout>:``) and an ISO timestamp
-(Kubernetes ``kubectl logs --timestamps``).
-
-Lines that are neither ``#`` comments nor numeric rows (NCCL INFO/WARN
-chatter, shell prompts) are skipped; a line that starts like a row (a number)
-but does not parse as one is an error naming the file and line.
-
-Ranks come from the ``# Rank N ...`` lines (their count), device names from
-the same lines; the collective from ``# Collective test starting: X_perf``,
-else from a ``*_perf`` name in the file name, else the caller must say.
+writes ``KernelRecord`` rows. The format, the launcher prefixes it strips and
+where ranks, device names and the collective come from are described there.
 """
 
 from __future__ import annotations
