@@ -27,6 +27,8 @@ Schema (see ``plans/quick.yaml`` for a worked example)::
     report:                           # optional; built after the cells
       notebook: 05_procurement_report
       params: {...}
+    job:                              # optional; the training job the report prices (hweval.job)
+      {model: llama2-7b, tokens: 1.0e12, accelerators: [256, 512], pricing: [on_demand]}
 
 :meth:`Plan.cells` expands the matrix into :class:`Cell` objects whose
 ``cell_id`` is a stable, filesystem-safe hash of node + notebook + parameters.
@@ -52,9 +54,9 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO / "notebooks"
 DEFAULT_TIMEOUT_S = 1800.0
 #: Parameters the runner injects into the report notebook (when it declares them).
-REPORT_INJECTED = ("plan_name", "report_dir")
+REPORT_INJECTED = ("plan_name", "report_dir", "job")
 
-_TOP_KEYS = {"name", "description", "notebooks_dir", "defaults", "nodes", "matrix", "report"}
+_TOP_KEYS = {"name", "description", "notebooks_dir", "defaults", "nodes", "matrix", "report", "job"}
 _DEFAULT_KEYS = {"timeout_s"}
 _NODE_KEYS = {"id", "local", "slurm", "description"}
 _ENTRY_KEYS = {"notebook", "nodes", "params", "grid", "timeout_s"}
@@ -149,6 +151,7 @@ class Plan:
     matrix: tuple[MatrixEntry, ...]
     report: ReportSpec | None
     default_timeout_s: float
+    job: dict[str, Any] | None = None  # the declared training job (hweval.job.parse_job), as a plain mapping
 
     def node(self, node_id: str) -> Node:
         for n in self.nodes:
@@ -214,6 +217,8 @@ class Plan:
         declared = notebook_parameters(self.notebook_path(self.report.notebook))
         if "plan_name" in declared:
             params["plan_name"] = self.name
+        if self.job is not None and "job" in declared:
+            params["job"] = dict(self.job)
         # cell_id is computed before report_dir is injected: the output location is not part of identity
         cid = make_cell_id("report", self.report.notebook, params)
         if report_dir is not None and "report_dir" in declared:
@@ -483,6 +488,9 @@ def _build_plan(p: Path, raw: dict[str, Any], catalog_ids: list[str] | None, all
 
     rraw = raw.get("report")
     report = _load_report(rraw, notebooks, default_timeout) if rraw is not None else None
+    from hweval.job import parse_job
+
+    job = parse_job(raw["job"], "job").to_dict() if raw.get("job") is not None else None
 
     return Plan(
         path=p.resolve(),
@@ -493,4 +501,5 @@ def _build_plan(p: Path, raw: dict[str, Any], catalog_ids: list[str] | None, all
         matrix=tuple(entries),
         report=report,
         default_timeout_s=default_timeout,
+        job=job,
     )
