@@ -64,6 +64,12 @@ STREAM = (("stream_copy", 8_388_608), ("stream_triad", 8_388_608))  # fp64: 64 M
 ATTENTION = ({"batch": 8, "heads": 4, "seq": 128, "head_dim": 32, "causal": True, "dtype": "fp32"},
              {"batch": 4, "heads": 4, "seq": 256, "head_dim": 64, "causal": True, "dtype": "fp32"})
 LAUNCH = ("stream_copy", 256)  # a 2 KiB copy: the time is the per-op dispatch floor, not bandwidth
+# element-wise kernels at the workloads' activation sizes (tokens x width, cache-resident on this CPU)
+ELEMENTWISE = (("layernorm", {"rows": 1024, "cols": 128, "dtype": "fp32"}),
+               ("layernorm", {"rows": 2048, "cols": 256, "dtype": "fp32"}),
+               ("gelu", {"n": 524_288, "dtype": "fp32"}),
+               ("softmax", {"rows": 2048, "cols": 256, "dtype": "fp32"}))
+ELEMENTWISE_KERNELS = ("layernorm", "gelu", "softmax")
 
 
 @contextlib.contextmanager
@@ -106,6 +112,7 @@ def run_kernels(store: Any, *, quick: bool = False, measure_ms: float = 250.0, c
     for p in ATTENTION[:1] if quick else ATTENTION:
         plan.append(("attention", dict(p)))
     plan.append((LAUNCH[0], {"n": LAUNCH[1]}))
+    plan.extend((n, dict(p)) for n, p in (ELEMENTWISE[1:3] if quick else ELEMENTWISE))
     out = []
     with warnings.catch_warnings(), (cpu_clock() if clock == "cpu" else contextlib.nullcontext()):
         warnings.simplefilter("ignore")  # noise warnings are kept in the records (noise_ratio)
@@ -160,9 +167,48 @@ def this_node() -> Any:
 
 
 def calibrate_here(points: Sequence[Any]) -> Any:
+    """The predictor's own calibration from ``points`` only (memory-bound ops priced at STREAM bandwidth)."""
     from hwmodels.predict import calibrate
 
     return calibrate(this_node(), list(points), use_published=False)
+
+
+def elementwise_calibration(cal: Any, points: Sequence[Any]) -> Any:
+    """``cal`` with memory-bound ops priced at the rate the suite's element-wise kernels reach here.
+
+    On this CPU the norms, GELU and softmax of a small model work on cache-resident tensors and
+    are bound by their per-element arithmetic (erf, exp, reductions), not by DRAM bandwidth:
+    their measured bytes/s (``kernels/fused.py``: layernorm, gelu, softmax forward, fp32, at the
+    workloads' activation sizes) is the median taken, and ``memory_time`` uses it; the STREAM
+    bandwidth stays the GEMMs' roofline floor. Still source (a): kernels measured in this run.
+    None when no element-wise record exists.
+    """
+    import dataclasses
+
+    from hwmodels.predict import Rate
+    from hwmodels.predict.calibration import Calibration
+
+    rates = sorted(float(p.metrics["bytes_per_s"]) for p in points
+                   if p.kernel in ELEMENTWISE_KERNELS and (p.metrics.get("bytes_per_s") or 0) > 0)
+    if not rates:
+        return None
+    bw = statistics.median(rates)
+
+    @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+    class ElementwiseCalibration(Calibration):
+        elementwise_bw: Rate
+
+        def memory_time(self, nbytes: float, launches: float = 1.0) -> float:
+            return max(nbytes / self.elementwise_bw.value, launches * self.launch_s.value)
+
+        def sources(self) -> dict[str, str]:
+            return {**super().sources(), "elementwise_bandwidth": self.elementwise_bw.label()}
+
+    fields = {f.name: getattr(cal, f.name) for f in dataclasses.fields(Calibration)}
+    return ElementwiseCalibration(**fields, elementwise_bw=Rate(
+        value=bw, kind="measured", rel_sigma=0.15,
+        source=f"median bytes/s of {len(rates)} element-wise kernel records (layernorm, gelu, softmax fwd fp32, "
+               f"{bw / 1e9:.1f} GB/s; closed-loop store)"))
 
 
 # -- the workloads (validation) -------------------------------------------------------------------
@@ -211,14 +257,15 @@ class Row:
     measured_iqr_s: float
     measured_wall_s: float  # median wall seconds per timed step (the runner's step_time_s)
     timed_steps: int
-    predicted_s: float
-    predicted_breakdown_s: dict[str, float]
+    predictions: dict[str, dict[str, Any]]  # calibration variant -> {step_time_s, breakdown_s}
     measured_classes_s: dict[str, float] = field(default_factory=dict)
     measured_profiled_step_s: float | None = None
 
-    @property
-    def error(self) -> float:
-        return self.predicted_s / self.measured_s - 1.0
+    def predicted(self, variant: str) -> float:
+        return float(self.predictions[variant]["step_time_s"])
+
+    def error(self, variant: str) -> float:
+        return self.predicted(variant) / self.measured_s - 1.0
 
     def measured_buckets(self) -> dict[str, float]:
         out = dict.fromkeys(BUCKETS, 0.0)
@@ -228,11 +275,11 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.name, "workload": self.config.workload, "params": self.config.params,
-                "measured_step_s": self.measured_s, "measured_iqr_s": self.measured_iqr_s,
-                "measured_wall_step_s": self.measured_wall_s,
-                "timed_steps": self.timed_steps, "predicted_step_s": self.predicted_s, "error": self.error,
-                "predicted_breakdown_s": self.predicted_breakdown_s, "measured_classes_s": self.measured_classes_s,
-                "measured_buckets_s": self.measured_buckets(), "measured_profiled_step_s": self.measured_profiled_step_s}
+                "measured_cpu_step_s": self.measured_s, "measured_cpu_iqr_s": self.measured_iqr_s,
+                "measured_wall_step_s": self.measured_wall_s, "timed_steps": self.timed_steps,
+                "predictions": self.predictions, "errors": {v: self.error(v) for v in self.predictions},
+                "measured_classes_s": self.measured_classes_s, "measured_buckets_s": self.measured_buckets(),
+                "measured_profiled_step_s": self.measured_profiled_step_s}
 
 
 def measure(cfg: Config, *, threads: int, timed_steps: int, profile_dir: str | None
@@ -267,8 +314,9 @@ def predict(workload: str, config: dict[str, Any], cal: Any) -> dict[str, Any]:
     return predict_workload(workload, config, cal, attention="flash")
 
 
-def closed_loop(configs: Sequence[Config], cal: Any, *, threads: int, timed_steps: int, profile: bool = True,
-                log: Any = None) -> list[Row]:
+def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int, timed_steps: int,
+                profile: bool = True, log: Any = None) -> list[Row]:
+    """Measure each config and predict it with each calibration variant of ``cals`` (name -> Calibration)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-prof-") as pdir:
         for c in configs:
@@ -276,35 +324,46 @@ def closed_loop(configs: Sequence[Config], cal: Any, *, threads: int, timed_step
             res, full, cpu = measure(c, threads=threads, timed_steps=timed_steps,
                                      profile_dir=pdir if profile else None)
             st = res.step_time_s or {}
-            pred = predict(c.workload, full, cal)
+            preds = {}
+            for v, cal in cals.items():
+                p = predict(c.workload, full, cal)
+                preds[v] = {"step_time_s": float(p["step_time_s"]),
+                            "breakdown_s": {k: float(x) for k, x in p["breakdown_s"].items()}}
             q = statistics.quantiles(cpu, n=4) if len(cpu) >= 2 else [cpu[0]] * 3
             row = Row(config=c, measured_s=statistics.median(cpu), measured_iqr_s=q[2] - q[0],
-                      measured_wall_s=float(st["median_s"]),
-                      timed_steps=len(cpu), predicted_s=float(pred["step_time_s"]),
-                      predicted_breakdown_s={k: float(v) for k, v in pred["breakdown_s"].items()},
+                      measured_wall_s=float(st["median_s"]), timed_steps=len(cpu), predictions=preds,
                       measured_classes_s=dict(res.profile_breakdown_s or {}),
                       measured_profiled_step_s=(res.profile or {}).get("step_s"))
             rows.append(row)
             if log:
-                log(f"  {c.name:28s} measured {row.measured_s * 1e3:8.2f} ms CPU ({row.measured_wall_s * 1e3:8.2f} "
-                    f"wall)  predicted {row.predicted_s * 1e3:8.2f} ms"
-                    f"  error {row.error:+.1%}  ({time.perf_counter() - t0:.1f} s)")
+                errs = ", ".join(f"{v} {row.error(v):+.1%}" for v in preds)
+                log(f"  {c.name:26s} measured {row.measured_s * 1e3:7.2f} ms CPU ({row.measured_wall_s * 1e3:7.2f} "
+                    f"wall); error {errs} ({time.perf_counter() - t0:.1f} s)")
     return rows
 
 
-def summary(rows: Sequence[Row]) -> dict[str, float]:
-    errs = [abs(r.error) for r in rows]
+def summary(rows: Sequence[Row], variant: str) -> dict[str, float]:
+    errs = [abs(r.error(variant)) for r in rows]
     return {"n": len(rows), "median_abs_error": statistics.median(errs) if errs else math.nan,
             "worst_abs_error": max(errs) if errs else math.nan,
-            "mean_signed_error": statistics.fmean(r.error for r in rows) if rows else math.nan}
+            "mean_signed_error": statistics.fmean(r.error(variant) for r in rows) if rows else math.nan}
 
 
-def print_report(rows: Sequence[Row], cal: Any, kernels: Sequence[dict[str, Any]], meta: dict[str, Any]) -> None:
+def pooled_shares(rows: Sequence[Row], variant: str) -> tuple[dict[str, float], dict[str, float]]:
+    """(predicted, measured) share of each bucket, pooled over the configs."""
+    tot_p = {b: sum(r.predictions[variant]["breakdown_s"].get(b, 0.0) for r in rows) for b in BUCKETS}
+    tot_m = {b: sum(r.measured_buckets()[b] for r in rows) for b in BUCKETS}
+    sp, sm = sum(tot_p.values()) or 1.0, sum(tot_m.values()) or 1.0
+    return {b: x / sp for b, x in tot_p.items()}, {b: x / sm for b, x in tot_m.items()}
+
+
+def print_report(rows: Sequence[Row], cals: dict[str, Any], kernels: Sequence[dict[str, Any]],
+                 meta: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    con = Console(width=200)
-    kt = Table(title="calibration kernels (this machine, this run; source (a) measured)")
+    con = Console(width=220)
+    kt = Table(title="calibration kernels (this machine, this run, process CPU clock; source (a) measured)")
     for col in ("kernel", "params", "median", "GFLOP/s", "GB/s"):
         kt.add_column(col)
     for k in kernels:
@@ -312,33 +371,50 @@ def print_report(rows: Sequence[Row], cal: Any, kernels: Sequence[dict[str, Any]
         kt.add_row(k["kernel"], p, f"{(k['median_s'] or 0) * 1e6:.1f} us",
                    f"{(k['flops_per_s'] or 0) / 1e9:.1f}", f"{(k['bytes_per_s'] or 0) / 1e9:.2f}")
     con.print(kt)
+    last = list(cals.values())[-1]
     con.print("calibration sources:")
-    for k, v in cal.sources().items():
+    for k, v in last.sources().items():
         if not k.startswith("collective"):
             con.print(f"  {k}: {v}")
     t = Table(title=f"closed loop: predicted vs measured step time ({meta['threads']} thread(s), "
                     f"load average {meta['loadavg_start']} -> {meta['loadavg_end']})")
-    for col in ("config", "measured CPU ms (IQR)", "wall ms", "predicted ms", "error", "pred compute/mem/ovh ms",
-                "measured compute/mem/ovh ms (profiled step)"):
-        t.add_column(col)
+    t.add_column("config")
+    t.add_column("measured CPU ms (IQR)")
+    t.add_column("wall ms")
+    for v in cals:
+        t.add_column(f"pred ms ({v})")
+        t.add_column(f"error ({v})")
+    t.add_column(f"pred compute/mem/ovh ms ({list(cals)[-1]})")
+    t.add_column("profiled compute/mem/ovh ms (profiled step, wall)")
     for r in rows:
-        pb, mb = r.predicted_breakdown_s, r.measured_buckets()
+        pb, mb = r.predictions[list(cals)[-1]]["breakdown_s"], r.measured_buckets()
         prof = f" ({r.measured_profiled_step_s * 1e3:.1f})" if r.measured_profiled_step_s else ""
-        t.add_row(r.config.name, f"{r.measured_s * 1e3:.2f} ({r.measured_iqr_s * 1e3:.2f})",
-                  f"{r.measured_wall_s * 1e3:.2f}",
-                  f"{r.predicted_s * 1e3:.2f}", f"{r.error:+.1%}",
-                  f"{pb['compute'] * 1e3:.2f} / {pb['memory_bound'] * 1e3:.2f} / {pb['overhead'] * 1e3:.2f}",
-                  f"{mb['compute'] * 1e3:.2f} / {mb['memory_bound'] * 1e3:.2f} / {mb['overhead'] * 1e3:.2f}{prof}")
+        cells = [r.config.name, f"{r.measured_s * 1e3:.2f} ({r.measured_iqr_s * 1e3:.2f})",
+                 f"{r.measured_wall_s * 1e3:.2f}"]
+        for v in cals:
+            cells += [f"{r.predicted(v) * 1e3:.2f}", f"{r.error(v):+.1%}"]
+        cells += [f"{pb['compute'] * 1e3:.2f} / {pb['memory_bound'] * 1e3:.2f} / {pb['overhead'] * 1e3:.2f}",
+                  f"{mb['compute'] * 1e3:.2f} / {mb['memory_bound'] * 1e3:.2f} / {mb['overhead'] * 1e3:.2f}{prof}"]
+        t.add_row(*cells)
     con.print(t)
-    s = summary(rows)
-    con.print(f"median |error| {s['median_abs_error']:.1%}, worst {s['worst_abs_error']:.1%}, "
-              f"mean signed {s['mean_signed_error']:+.1%} over {s['n']} configs (target: median < 10%)")
-    # breakdown shares, pooled over the configs
-    tot_p = {b: sum(r.predicted_breakdown_s.get(b, 0.0) for r in rows) for b in BUCKETS}
-    tot_m = {b: sum(r.measured_buckets()[b] for r in rows) for b in BUCKETS}
-    sp, sm = sum(tot_p.values()) or 1.0, sum(tot_m.values()) or 1.0
-    con.print("breakdown share, pooled over configs (predicted vs measured profile): " + ", ".join(
-        f"{b} {tot_p[b] / sp:.0%} vs {tot_m[b] / sm:.0%}" for b in BUCKETS))
+    for v in cals:
+        s = summary(rows, v)
+        ps, ms = pooled_shares(rows, v)
+        con.print(f"({v}) median |error| {s['median_abs_error']:.1%}, worst {s['worst_abs_error']:.1%}, "
+                  f"mean signed {s['mean_signed_error']:+.1%} over {s['n']} configs (target: median < 10%)")
+        con.print(f"({v}) breakdown share, pooled (predicted vs profiled): " + ", ".join(
+            f"{b} {ps[b]:.0%} vs {ms[b]:.0%}" for b in BUCKETS))
+
+
+def calibrations(points: Sequence[Any]) -> dict[str, Any]:
+    """The calibration variants compared: ``stream`` (the predictor's calibrate() as is) and, when the
+    element-wise kernels ran, ``elementwise`` (:func:`elementwise_calibration`)."""
+    cal = calibrate_here(points)
+    out = {"stream": cal}
+    ew = elementwise_calibration(cal, points)
+    if ew is not None:
+        out["elementwise"] = ew
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -346,6 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads for kernels and workloads")
     ap.add_argument("--timed-steps", type=int, default=8, help="timed steps per config after warm-up")
     ap.add_argument("--quick", action="store_true", help="2 tiny configs, fewer kernels (a smoke run)")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                    help="kernel clock (cpu: process CPU time, as the workload steps are measured)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-config profile (breakdown)")
     ap.add_argument("--json", default=None, help="write the rows and summary here")
     a = ap.parse_args(argv)
@@ -356,23 +434,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     torch.set_num_threads(a.threads)
     meta = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "threads": a.threads,
-            "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()), "torch": torch.__version__}
+            "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()), "torch": torch.__version__,
+            "clock": a.clock}
     with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-store-") as sdir:
         store = Store(sdir)
         print(f"running calibration kernels into {sdir} ...", flush=True)
-        kernels = run_kernels(store, quick=a.quick)
-        cal = calibrate_here(kernel_points(store))
+        kernels = run_kernels(store, quick=a.quick, clock=a.clock)
+        cals = calibrations(kernel_points(store))
     t_cal = time.perf_counter() - t0
-    print(f"calibrated {cal.node_id} in {t_cal:.0f} s; measuring workloads ...", flush=True)
-    rows = closed_loop(QUICK_CONFIGS if a.quick else CONFIGS, cal, threads=a.threads, timed_steps=a.timed_steps,
+    print(f"calibrated {cals['stream'].node_id} in {t_cal:.0f} s; measuring workloads ...", flush=True)
+    rows = closed_loop(QUICK_CONFIGS if a.quick else CONFIGS, cals, threads=a.threads, timed_steps=a.timed_steps,
                        profile=not a.no_profile, log=print)
     meta["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     meta["wall_s"] = time.perf_counter() - t0
-    print_report(rows, cal, kernels, meta)
+    print_report(rows, cals, kernels, meta)
     print(f"wall {meta['wall_s']:.0f} s (calibration {t_cal:.0f} s)")
     if a.json:
-        Path(a.json).write_text(json.dumps({"meta": meta, "summary": summary(rows), "kernels": kernels,
-                                            "calibration": cal.sources(),
+        Path(a.json).write_text(json.dumps({"meta": meta, "summary": {v: summary(rows, v) for v in cals},
+                                            "kernels": kernels,
+                                            "calibration": {v: c.sources() for v, c in cals.items()},
                                             "rows": [r.to_dict() for r in rows]}, indent=1, default=str))
     return 0
 

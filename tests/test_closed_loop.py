@@ -1,0 +1,68 @@
+"""The predictor's local closed loop (benchmarks/predictor_closed_loop.py) on two tiny configs.
+
+Machinery only: kernels run into a temporary store, the calibration reads them back as source (a),
+two tiny transformer_lm configs are measured (CPU time per step, profiled) and predicted. No tight
+timing assertion: the machine is shared and noisy; the prediction must be finite, positive, carry
+the breakdown, and be within a loose factor of the measured step.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cl():
+    spec = importlib.util.spec_from_file_location("predictor_closed_loop", ROOT / "benchmarks" /
+                                                  "predictor_closed_loop.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["predictor_closed_loop"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_closed_loop_on_two_tiny_configs(cl, tmp_path):
+    import torch
+
+    from hwcore.store import Store
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        store = Store(tmp_path / "store")
+        kernels = cl.run_kernels(store, quick=True, measure_ms=40.0)
+        assert all(k["status"] == "ok" for k in kernels)
+        points = cl.kernel_points(store)
+        assert {p.kernel for p in points} >= {"gemm", "stream_copy", "attention", "launch", "layernorm"}
+        cals = cl.calibrations(points)
+        assert set(cals) == {"stream", "elementwise"}
+        kinds = cals["elementwise"].source_kinds()
+        for rate in ("matmul_efficiency.fp32", "memory_bandwidth", "attention_efficiency", "launch_overhead"):
+            assert kinds[rate] == "measured", rate  # calibrated from this run's kernels only
+        rows = cl.closed_loop(cl.QUICK_CONFIGS, cals, threads=1, timed_steps=3, profile=True)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(rows) == 2
+    for r in rows:
+        assert r.timed_steps == 3 and r.measured_s > 0 and r.measured_wall_s > 0
+        for v in cals:
+            pred = r.predictions[v]
+            assert math.isfinite(pred["step_time_s"]) and pred["step_time_s"] > 0
+            assert set(pred["breakdown_s"]) >= {"compute", "memory_bound", "exposed_comm", "overhead"}
+            assert 0.2 < pred["step_time_s"] / r.measured_s < 5.0, (r.config.name, v, pred, r.measured_s)
+        assert set(r.measured_classes_s) == {"gemm", "attention", "memory_bound", "optimizer", "communication",
+                                             "other"}
+        assert r.measured_classes_s["gemm"] > 0 and sum(r.measured_buckets().values()) > 0
+    # the checkpointed config recomputes the forward: predicted slower than the plain one
+    assert rows[1].predicted("stream") > rows[0].predicted("stream")
+    s = cl.summary(rows, "elementwise")
+    assert s["n"] == 2 and s["worst_abs_error"] >= s["median_abs_error"] >= 0
