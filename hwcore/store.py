@@ -229,7 +229,7 @@ class Store:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
-        except BaseException:
+        except BaseException:  # clean up, then re-raise (Ctrl-C included)
             tmp.unlink(missing_ok=True)
             raise
         _fsync_dir(self.path)
@@ -410,7 +410,7 @@ class Store:
             if sandbox:
                 con.execute("set enable_external_access = false")
                 con.execute("set lock_configuration = true")
-        except BaseException:
+        except BaseException:  # clean up, then re-raise (Ctrl-C included)
             con.close()
             raise
         return con

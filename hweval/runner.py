@@ -203,7 +203,7 @@ class PlanLock:
                     same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
                 except FileNotFoundError:
                     same = False
-            except BaseException:
+            except BaseException:  # clean up, then re-raise (Ctrl-C included)
                 os.close(fd)
                 raise
             if same:
@@ -213,7 +213,7 @@ class PlanLock:
             os.ftruncate(fd, 0)
             info = f"pid {os.getpid()} on {socket.gethostname()}, run {run_id or '?'}, since {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}"
             os.pwrite(fd, info.encode() + b"\n", 0)
-        except BaseException:
+        except BaseException:  # clean up, then re-raise (Ctrl-C included)
             os.close(fd)
             raise
         self._fd = fd
@@ -433,7 +433,7 @@ def run_cell(
                     _kill_tree(proc)
                     rc = None
                     status, error = "timeout", f"notebook {cell.notebook} exceeded its timeout of {limit:g} s; killed"
-                except BaseException:
+                except BaseException:  # clean up, then re-raise (Ctrl-C included)
                     _kill_tree(proc)
                     raise
             finally:

@@ -103,7 +103,7 @@ def run_plan(
             (g.dir / "job_id").write_text(g.job_id + "\n")
             for i, c in enumerate(g.cells):
                 tasks[(g.job_id, i)] = (g, c)
-    except BaseException:
+    except BaseException:  # clean up, then re-raise (Ctrl-C included)
         scancel([g.job_id for g in groups if g.job_id])
         raise
     if refused:
