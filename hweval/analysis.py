@@ -991,7 +991,9 @@ def recommend(job: Job, opts: Sequence[JobOption], level: float) -> tuple[JobOpt
         conds.append(f"within the {job.deadline_days:g}-day deadline")
     if job.budget_usd is not None:
         conds.append(f"within the {fmt_usd(job.budget_usd)} budget")
-    txt += (f", the cheapest {' and '.join(conds)}" if conds else "") + "."
+    firm_word = "non-preemptible option" if firm and len(firm) < len(ok) else "option"
+    txt += (f", the cheapest {firm_word} {' and '.join(conds)}" if conds
+            else (", the cheapest non-preemptible option" if firm_word != "option" else "")) + "."
     if cheapest is not rec:
         txt += f" Cheapest: {cheapest.label}: {_phrase(cheapest, unit, level)}"
         txt += " (spot: may be preempted)." if cheapest.pricing == "spot" else "."
