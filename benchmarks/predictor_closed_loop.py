@@ -253,7 +253,7 @@ FIXED = {"transformer_lm": {"preset": "tiny", "vocab": 256, "mlp_ratio": 4, "cor
 @dataclass
 class Row:
     config: Config
-    measured_s: float  # median process CPU seconds per timed step
+    measured_s: float  # median process CPU seconds per timed step (clock "cpu"), else = measured_wall_s
     measured_iqr_s: float
     measured_wall_s: float  # median wall seconds per timed step (the runner's step_time_s)
     timed_steps: int
@@ -275,7 +275,7 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.name, "workload": self.config.workload, "params": self.config.params,
-                "measured_cpu_step_s": self.measured_s, "measured_cpu_iqr_s": self.measured_iqr_s,
+                "measured_step_s": self.measured_s, "measured_iqr_s": self.measured_iqr_s,
                 "measured_wall_step_s": self.measured_wall_s, "timed_steps": self.timed_steps,
                 "predictions": self.predictions, "errors": {v: self.error(v) for v in self.predictions},
                 "measured_classes_s": self.measured_classes_s, "measured_buckets_s": self.measured_buckets(),
@@ -315,8 +315,16 @@ def predict(workload: str, config: dict[str, Any], cal: Any) -> dict[str, Any]:
 
 
 def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int, timed_steps: int,
-                profile: bool = True, log: Any = None) -> list[Row]:
-    """Measure each config and predict it with each calibration variant of ``cals`` (name -> Calibration)."""
+                profile: bool = True, log: Any = None, clock: str = "cpu") -> list[Row]:
+    """Measure each config and predict it with each calibration variant of ``cals`` (name -> Calibration).
+
+    ``clock="cpu"``: the measured step is the median process CPU time per step (one thread only:
+    with more, the process CPU clock advances in scheduler ticks of several ms and counts the
+    OpenMP workers' spin-waits); ``"wall"``: the runner's median wall step time.
+    """
+    if clock == "cpu" and threads != 1:
+        raise ValueError(f"clock 'cpu' needs threads=1 (got {threads}): the process CPU clock of a "
+                         "multi-threaded process ticks coarsely and counts spin-waits; use clock='wall'")
     rows = []
     with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-prof-") as pdir:
         for c in configs:
@@ -330,14 +338,17 @@ def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int
                 preds[v] = {"step_time_s": float(p["step_time_s"]),
                             "breakdown_s": {k: float(x) for k, x in p["breakdown_s"].items()}}
             q = statistics.quantiles(cpu, n=4) if len(cpu) >= 2 else [cpu[0]] * 3
-            row = Row(config=c, measured_s=statistics.median(cpu), measured_iqr_s=q[2] - q[0],
+            if clock == "wall":
+                q = [float(st.get("q25_s") or 0.0), 0.0, float(st.get("q75_s") or 0.0)]
+            row = Row(config=c, measured_s=statistics.median(cpu) if clock == "cpu" else float(st["median_s"]),
+                      measured_iqr_s=q[2] - q[0],
                       measured_wall_s=float(st["median_s"]), timed_steps=len(cpu), predictions=preds,
                       measured_classes_s=dict(res.profile_breakdown_s or {}),
                       measured_profiled_step_s=(res.profile or {}).get("step_s"))
             rows.append(row)
             if log:
                 errs = ", ".join(f"{v} {row.error(v):+.1%}" for v in preds)
-                log(f"  {c.name:26s} measured {row.measured_s * 1e3:7.2f} ms CPU ({row.measured_wall_s * 1e3:7.2f} "
+                log(f"  {c.name:26s} measured {row.measured_s * 1e3:7.2f} ms {clock} ({row.measured_wall_s * 1e3:7.2f} "
                     f"wall); error {errs} ({time.perf_counter() - t0:.1f} s)")
     return rows
 
@@ -379,7 +390,7 @@ def print_report(rows: Sequence[Row], cals: dict[str, Any], kernels: Sequence[di
     t = Table(title=f"closed loop: predicted vs measured step time ({meta['threads']} thread(s), "
                     f"load average {meta['loadavg_start']} -> {meta['loadavg_end']})")
     t.add_column("config")
-    t.add_column("measured CPU ms (IQR)")
+    t.add_column(f"measured {meta['clock']} ms (IQR)")
     t.add_column("wall ms")
     for v in cals:
         t.add_column(f"pred ms ({v})")
@@ -423,10 +434,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--timed-steps", type=int, default=8, help="timed steps per config after warm-up")
     ap.add_argument("--quick", action="store_true", help="2 tiny configs, fewer kernels (a smoke run)")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
-                    help="kernel clock (cpu: process CPU time, as the workload steps are measured)")
+                    help="clock of kernels and steps (cpu: process CPU time, --threads 1 only; wall: as hweval "
+                         "bench / hweval train measure)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-config profile (breakdown)")
     ap.add_argument("--json", default=None, help="write the rows and summary here")
     a = ap.parse_args(argv)
+    if a.threads != 1 and a.clock == "cpu":
+        ap.error("--clock cpu needs --threads 1 (a multi-threaded process's CPU clock ticks coarsely and counts "
+                 "OpenMP spin-waits); use --clock wall with more threads")
     import torch
 
     from hwcore.store import Store
@@ -444,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t_cal = time.perf_counter() - t0
     print(f"calibrated {cals['stream'].node_id} in {t_cal:.0f} s; measuring workloads ...", flush=True)
     rows = closed_loop(QUICK_CONFIGS if a.quick else CONFIGS, cals, threads=a.threads, timed_steps=a.timed_steps,
-                       profile=not a.no_profile, log=print)
+                       profile=not a.no_profile, log=print, clock=a.clock)
     meta["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     meta["wall_s"] = time.perf_counter() - t0
     print_report(rows, cals, kernels, meta)
