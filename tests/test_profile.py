@@ -60,3 +60,20 @@ def test_profile_refuses_jax_and_multi_process(tmp_path):
     with pytest.raises(InputError, match="nprocs"):
         runner.run("mlp_regressor", {"preset": "tiny", "nprocs": 2}, max_steps=4, record=False,
                    profile_dir=tmp_path)
+
+
+def test_train_cli_profile_stores_trace_beside_the_results(cli, tmp_path):
+    from hwcore.records import WorkloadRecord, read
+    from hwcore.store import Store
+
+    store = tmp_path / "store"
+    p = cli("train", "mlp_regressor", "--set", "preset=tiny", "--set", "eval_every=1000", "--set", "threads=1",
+            "--max-steps", "8", "--profile", "--store", str(store))
+    assert p.returncode == 0, p.stderr
+    assert "op classes over 3 profiled step(s)" in p.stdout and "gemm" in p.stdout
+    (rec,) = read(Store(store), WorkloadRecord)
+    trace = rec.metrics["profile_trace"]
+    assert trace.startswith(str(store / "profiles")) and trace_summary(trace)["step_ranges"] == 3
+    assert set(rec.metrics["profile_breakdown_s"]) == set(CLASSES) and rec.metrics["profile_breakdown_s"]["gemm"] > 0
+    bad = cli("train", "mlp_regressor", "--set", "preset=tiny", "--profile-dir", str(tmp_path), "--no-record")
+    assert bad.returncode == 2 and "--profile-dir needs --profile" in bad.stderr
