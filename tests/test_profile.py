@@ -77,3 +77,30 @@ def test_train_cli_profile_stores_trace_beside_the_results(cli, tmp_path):
     assert set(rec.metrics["profile_breakdown_s"]) == set(CLASSES) and rec.metrics["profile_breakdown_s"]["gemm"] > 0
     bad = cli("train", "mlp_regressor", "--set", "preset=tiny", "--profile-dir", str(tmp_path), "--no-record")
     assert bad.returncode == 2 and "--profile-dir needs --profile" in bad.stderr
+
+
+def test_classify_device_time_counts_each_kernel_once():
+    """Synthetic CUDA-style events: ops carry their kernels' self device time; kernel events are skipped."""
+    from types import SimpleNamespace as NS
+
+    from torch.autograd import DeviceType
+
+    from workloads.profile import classify
+
+    def ev(name, start, end, parent=None, cpu=0.0, dev=0.0, kind=DeviceType.CPU):
+        return NS(name=name, time_range=NS(start=start, end=end), cpu_parent=parent, self_cpu_time_total=cpu,
+                  self_device_time_total=dev, device_type=kind)
+
+    step = ev(STEP_RANGE, 0, 1000, cpu=50)
+    opt = ev("Optimizer.step#AdamW.step", 800, 900, parent=step)
+    evs = [step, ev("aten::mm", 10, 20, parent=step, cpu=5, dev=300), opt,
+           ev("aten::_foreach_add_", 810, 820, parent=opt, cpu=5, dev=100),
+           ev("aten::native_layer_norm", 30, 40, parent=step, cpu=5, dev=50),
+           ev("ampere_sgemm_128x64_nn", 15, 315, dev=300, kind=DeviceType.CUDA),  # the mm's kernel, own event
+           ev("aten::mm", 2000, 2010, cpu=5, dev=999)]  # outside the step range
+    b = classify(evs)
+    assert b.time_kind == "self_device" and b.steps == 1 and b.step_s == pytest.approx(1e-3)
+    assert b.per_step_s["gemm"] == pytest.approx(300e-6) and b.per_step_s["optimizer"] == pytest.approx(100e-6)
+    assert b.per_step_s["memory_bound"] == pytest.approx(50e-6) and b.per_step_s["other"] == 0
+    cpu = classify(evs, device=False)
+    assert cpu.per_step_s["other"] == pytest.approx(50e-6) and cpu.per_step_s["gemm"] == pytest.approx(5e-6)

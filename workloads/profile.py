@@ -14,7 +14,10 @@ Classification (:func:`classify`): every profiler op event that starts inside a
 recorded step range is charged its *self* time (self CPU time; self device
 time when CUDA kernels were recorded) to one class, so the classes add up to the
 time spent inside ops plus the step range's own self time (the Python between
-ops), which goes to ``other``. The class of an event is decided by the event
+ops), which goes to ``other``. With device time only the CPU op events count
+(each op's self device time holds the kernels it launched; the kernels' own
+events would count them twice) and the classes add up to the device's busy
+time: ``step_s - classified_total_s`` is the time the device sat idle. The class of an event is decided by the event
 itself or the nearest ancestor that names one (``aten::t`` under
 ``aten::linear`` is GEMM time; ``aten::add_`` under ``Optimizer.step`` is
 optimizer time), with the optimizer range winning over everything beneath it:
@@ -167,6 +170,8 @@ def classify(events: Sequence[Any], *, step_range: str = STEP_RANGE, device: boo
     per: dict[str, float] = dict.fromkeys(CLASSES, 0.0)
     by_op: dict[tuple[str, str], float] = {}
     for e in events:
+        if device and str(getattr(e, "device_type", "CPU")).split(".")[-1] != "CPU":
+            continue  # a kernel's own event: its time is already in its launching op's self device time
         s = e.time_range.start
         i = bisect.bisect_right(starts, s) - 1
         if i < 0 or s > ranges[i][1]:
@@ -182,6 +187,7 @@ def classify(events: Sequence[Any], *, step_range: str = STEP_RANGE, device: boo
     top = sorted(((k[0], k[1], v * 1e-6 / n) for k, v in by_op.items()), key=lambda x: -x[2])
     return ProfileBreakdown(per_step_s={k: v * 1e-6 / n for k, v in per.items()}, step_s=step_s, steps=n,
                             time_kind="self_device" if device else "self_cpu", top_ops=top[:20])
+    # with device time the classes add up to the kernels' busy time; step_s - total is device idle time
 
 
 class StepProfiler:
