@@ -8,7 +8,7 @@
    source (a) ``measured`` (``calibrate(..., use_published=False)``: nothing
    published, no datasheet derating except the peaks the efficiencies are
    fractions of, which cancel).
-2. Measure the suite's own workloads (transformer_lm, and the MLP) at
+2. Measure the suite's own workloads (transformer_lm, the MLP and the GRU) at
    configurations never used for calibration (width, depth, batch, sequence
    length, with and without activation checkpointing): median step time over
    the timed steps after the runner's warm-up, in the same run, same thread
@@ -239,6 +239,10 @@ CONFIGS = (
                                                           "batch_size": 8, "activation_checkpointing": True}),
     Config("mlp h512 d3 b256", "mlp_regressor", {"hidden": 512, "depth": 3, "batch_size": 256}),
     Config("mlp h1024 d2 b512", "mlp_regressor", {"hidden": 1024, "depth": 2, "batch_size": 512}),
+    Config("gru h64 L2 c64 b32", "timeseries_forecaster", {"hidden": 64, "layers": 2, "context": 64,
+                                                           "batch_size": 32}),
+    Config("gru h128 L1 c128 b64", "timeseries_forecaster", {"hidden": 128, "layers": 1, "context": 128,
+                                                             "batch_size": 64}),
 )
 QUICK_CONFIGS = (
     Config("lm w64 L2 s64 b8", "transformer_lm", {"width": 64, "layers": 2, "heads": 4, "seq_len": 64,
@@ -247,7 +251,7 @@ QUICK_CONFIGS = (
                                                         "batch_size": 8, "activation_checkpointing": True}),
 )
 FIXED = {"transformer_lm": {"preset": "tiny", "vocab": 256, "mlp_ratio": 4, "corpus_bytes": 300_000},
-         "mlp_regressor": {"preset": "tiny"}}
+         "mlp_regressor": {"preset": "tiny"}, "timeseries_forecaster": {"preset": "tiny"}}
 
 
 @dataclass
@@ -353,7 +357,9 @@ def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int
     return rows
 
 
-def summary(rows: Sequence[Row], variant: str) -> dict[str, float]:
+def summary(rows: Sequence[Row], variant: str, workload: str | None = None) -> dict[str, float]:
+    """Median / worst |error| and mean signed error of ``variant`` (over ``workload``'s rows when given)."""
+    rows = [r for r in rows if workload is None or r.config.workload == workload]
     errs = [abs(r.error(variant)) for r in rows]
     return {"n": len(rows), "median_abs_error": statistics.median(errs) if errs else math.nan,
             "worst_abs_error": max(errs) if errs else math.nan,
@@ -413,6 +419,10 @@ def print_report(rows: Sequence[Row], cals: dict[str, Any], kernels: Sequence[di
         ps, ms = pooled_shares(rows, v)
         con.print(f"({v}) median |error| {s['median_abs_error']:.1%}, worst {s['worst_abs_error']:.1%}, "
                   f"mean signed {s['mean_signed_error']:+.1%} over {s['n']} configs (target: median < 10%)")
+        for w in sorted({r.config.workload for r in rows}):
+            sw = summary(rows, v, w)
+            con.print(f"({v})   {w}: median |error| {sw['median_abs_error']:.1%}, worst {sw['worst_abs_error']:.1%}, "
+                      f"mean signed {sw['mean_signed_error']:+.1%} over {sw['n']}")
         con.print(f"({v}) breakdown share, pooled (predicted vs profiled): " + ", ".join(
             f"{b} {ps[b]:.0%} vs {ms[b]:.0%}" for b in BUCKETS))
 
@@ -465,7 +475,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_report(rows, cals, kernels, meta)
     print(f"wall {meta['wall_s']:.0f} s (calibration {t_cal:.0f} s)")
     if a.json:
+        per_w = {v: {w: summary(rows, v, w) for w in sorted({r.config.workload for r in rows})} for v in cals}
         Path(a.json).write_text(json.dumps({"meta": meta, "summary": {v: summary(rows, v) for v in cals},
+                                            "summary_per_workload": per_w,
                                             "kernels": kernels,
                                             "calibration": {v: c.sources() for v, c in cals.items()},
                                             "rows": [r.to_dict() for r in rows]}, indent=1, default=str))
