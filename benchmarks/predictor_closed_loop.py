@@ -173,44 +173,6 @@ def calibrate_here(points: Sequence[Any]) -> Any:
     return calibrate(this_node(), list(points), use_published=False)
 
 
-def elementwise_calibration(cal: Any, points: Sequence[Any]) -> Any:
-    """``cal`` with memory-bound ops priced at the rate the suite's element-wise kernels reach here.
-
-    On this CPU the norms, GELU and softmax of a small model work on cache-resident tensors and
-    are bound by their per-element arithmetic (erf, exp, reductions), not by DRAM bandwidth:
-    their measured bytes/s (``kernels/fused.py``: layernorm, gelu, softmax forward, fp32, at the
-    workloads' activation sizes) is the median taken, and ``memory_time`` uses it; the STREAM
-    bandwidth stays the GEMMs' roofline floor. Still source (a): kernels measured in this run.
-    None when no element-wise record exists.
-    """
-    import dataclasses
-
-    from hwmodels.predict import Rate
-    from hwmodels.predict.calibration import Calibration
-
-    rates = sorted(float(p.metrics["bytes_per_s"]) for p in points
-                   if p.kernel in ELEMENTWISE_KERNELS and (p.metrics.get("bytes_per_s") or 0) > 0)
-    if not rates:
-        return None
-    bw = statistics.median(rates)
-
-    @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
-    class ElementwiseCalibration(Calibration):
-        elementwise_bw: Rate
-
-        def memory_time(self, nbytes: float, launches: float = 1.0) -> float:
-            return max(nbytes / self.elementwise_bw.value, launches * self.launch_s.value)
-
-        def sources(self) -> dict[str, str]:
-            return {**super().sources(), "elementwise_bandwidth": self.elementwise_bw.label()}
-
-    fields = {f.name: getattr(cal, f.name) for f in dataclasses.fields(Calibration)}
-    return ElementwiseCalibration(**fields, elementwise_bw=Rate(
-        value=bw, kind="measured", rel_sigma=0.15,
-        source=f"median bytes/s of {len(rates)} element-wise kernel records (layernorm, gelu, softmax fwd fp32, "
-               f"{bw / 1e9:.1f} GB/s; closed-loop store)"))
-
-
 # -- the workloads (validation) -------------------------------------------------------------------
 @dataclass(frozen=True)
 class Config:
@@ -428,13 +390,13 @@ def print_report(rows: Sequence[Row], cals: dict[str, Any], kernels: Sequence[di
 
 
 def calibrations(points: Sequence[Any]) -> dict[str, Any]:
-    """The calibration variants compared: ``stream`` (the predictor's calibrate() as is) and, when the
-    element-wise kernels ran, ``elementwise`` (:func:`elementwise_calibration`)."""
-    cal = calibrate_here(points)
-    out = {"stream": cal}
-    ew = elementwise_calibration(cal, points)
-    if ew is not None:
-        out["elementwise"] = ew
+    """The calibration variants compared, both the predictor's own ``calibrate()``: ``elementwise`` (every
+    kernel record: memory-bound ops priced at the suite's layernorm/gelu/softmax rate, what the predictor
+    does whenever those records exist) and ``stream`` (the element-wise records left out: memory-bound ops
+    priced at STREAM bandwidth)."""
+    out = {"stream": calibrate_here([p for p in points if p.kernel not in ELEMENTWISE_KERNELS])}
+    if any(p.kernel in ELEMENTWISE_KERNELS for p in points):
+        out["elementwise"] = calibrate_here(points)
     return out
 
 

@@ -169,6 +169,9 @@ STEP_OVERHEAD_S = 0.010  # optimizer zero_grad/bookkeeping, data loader handoff,
 OVERLAP = 0.95  # fraction of overlappable communication hidden under compute when it fits (d): NCCL kernels take SMs
 
 
+#: the suite's element-wise kernels (kernels/fused.py) whose records price memory-bound ops when present
+ELEMENTWISE_KERNELS = ("layernorm", "gelu", "softmax")
+
 @dataclass(frozen=True, eq=False, kw_only=True)  # hashed by identity: the step model caches per calibration
 class Calibration:
     """Achievable rates of one node type (per accelerator)."""
@@ -188,6 +191,10 @@ class Calibration:
     scale_up_size: int
     memory_capacity_bytes: float
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: rate of the memory-bound ops (norms, activations, softmax) when this node's element-wise kernels were
+    #: measured: on a CPU they work on cache-resident tensors and are bound by per-element arithmetic (erf,
+    #: exp, reductions), not by DRAM bandwidth; None = priced at ``mem_bw`` (STREAM / datasheet)
+    elementwise_bw: Rate | None = None
 
     # -- GEMM ----------------------------------------------------------------------
     def gemm_eff(self, m: int, n: int, k: int, dtype: str) -> float:
@@ -217,7 +224,16 @@ class Calibration:
         flops = 2.0 * m * n * k
         t_c = flops / (self.peak_flops(dtype) * self.gemm_eff(m, n, k, dtype))
         t_m = bytes_per_el * (m * k + k * n + m * n) / self.mem_bw.value
+        if self.serial_dispatch:
+            return max(t_c, t_m) + self.launch_s.value
         return max(t_c, t_m, self.launch_s.value)
+
+    @property
+    def serial_dispatch(self) -> bool:
+        """Whether each op's dispatch adds to its run time (a CPU runs eager ops one after another on the
+        host thread that dispatches them) rather than hiding under the previous op (a GPU queues kernels
+        asynchronously, so an op costs the larger of its run time and its launch)."""
+        return self.kind == "cpu"
 
     def attention_time(self, flops: float, seq_len: int, dtype: str) -> float:
         sh = self.extra.get("attention_s_half", ATTN_S_HALF)
@@ -225,7 +241,10 @@ class Calibration:
         return flops / (self.peak_flops(dtype) * eff)
 
     def memory_time(self, nbytes: float, launches: float = 1.0) -> float:
-        return max(nbytes / self.mem_bw.value, launches * self.launch_s.value)
+        bw = (self.elementwise_bw or self.mem_bw).value
+        if self.serial_dispatch:
+            return nbytes / bw + launches * self.launch_s.value
+        return max(nbytes / bw, launches * self.launch_s.value)
 
     # -- collectives ---------------------------------------------------------------
     def collective_time(self, kind: str, size_bytes: float, ranks: int, level: str,
@@ -240,6 +259,8 @@ class Calibration:
         out["memory_bandwidth"] = self.mem_bw.label()
         out["attention_efficiency"] = self.attention_eff.label()
         out["launch_overhead"] = self.launch_s.label()
+        if self.elementwise_bw is not None:
+            out["elementwise_bandwidth"] = self.elementwise_bw.label()
         for lvl, c in self.comms.items():
             out[f"collective_busbw.{lvl}"] = c.label()
         out["overlap"] = self.overlap.label()
@@ -251,6 +272,8 @@ class Calibration:
         out.update(memory_bandwidth=self.mem_bw.kind, attention_efficiency=self.attention_eff.kind,
                    launch_overhead=self.launch_s.kind, overlap=self.overlap.kind)
         out.update({f"collective_busbw.{lvl}": c.kind for lvl, c in self.comms.items()})
+        if self.elementwise_bw is not None:
+            out["elementwise_bandwidth"] = self.elementwise_bw.kind
         return out
 
     def rel_sigma(self, comm_share: float = 0.0) -> float:
@@ -435,6 +458,17 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         mem = Rate(value=node.memory_bandwidth_bytes_per_s * DERATE_MEMBW, kind="datasheet", rel_sigma=0.08,
                    source=f"catalog memory bandwidth x {DERATE_MEMBW} (derating)")
 
+    # element-wise (memory-bound) ops: the suite's layernorm / gelu / softmax records of this node, if any
+    ew_rates = sorted(float(p.metrics["bytes_per_s"]) for p in pts
+                      if p.kernel in ELEMENTWISE_KERNELS and (p.metrics.get("bytes_per_s") or 0) > 0)
+    elementwise = None
+    if ew_rates:
+        bw = ew_rates[len(ew_rates) // 2]
+        origin = next(p.origin for p in pts if p.kernel in ELEMENTWISE_KERNELS)
+        elementwise = Rate(value=bw, kind=origin, rel_sigma=0.15,
+                           source=f"median bytes/s of {len(ew_rates)} element-wise kernel records (layernorm, gelu, "
+                                  f"softmax; {bw / 1e9:.1f} GB/s)")
+
     # attention
     attn = None
     for p in pts:
@@ -484,6 +518,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         scale_up_size=max(1, int(getattr(node, "scale_up_size", 0) or node.accelerators_per_node)),
         memory_capacity_bytes=node.memory_capacity_bytes,
         extra={**({"gemm_curve": gemm_curve} if gemm_curve else {}), "attention_s_half": attn_s_half},
+        elementwise_bw=elementwise,
     )
 
 
