@@ -69,7 +69,14 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:  #
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns the exit code (2 for bad input)."""
-    warnings.formatwarning = _one_line_warning
+    previous, warnings.formatwarning = warnings.formatwarning, _one_line_warning
+    try:
+        return _main(argv)
+    finally:  # in-process callers (tests, notebooks) keep their own warning format
+        warnings.formatwarning = previous
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         # with standalone_mode=False click returns (not raises) a command's ctx.exit(code)
         rc = cli.main(args=argv, prog_name="hweval", standalone_mode=False)
