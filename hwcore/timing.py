@@ -390,7 +390,8 @@ def benchmark(
     only) or ``max_measure_ms`` (default ``max(5 x measure_ms, 1000)``) of
     sampling is spent. Warm-up: at least ``warmup_ms``, then until the last
     three calls agree within :data:`WARMUP_TOL` or ``warmup_cap_ms`` (default
-    ``max(warmup_ms, 1000)``) is spent.
+    ``max(warmup_ms, 1000)``) is spent with at least three calls made (or ten times the
+    cap is spent, whatever the count).
     """
     for name, v in (("warmup_ms", warmup_ms), ("measure_ms", measure_ms), ("rel_tol", rel_tol),
                     ("max_measure_ms", max_measure_ms), ("warmup_cap_ms", warmup_cap_ms)):
@@ -442,7 +443,9 @@ def benchmark(
         last = warm_times[-3:]
         med = statistics.median(last)
         stable = len(last) == 3 and max(abs(x - med) for x in last) <= WARMUP_TOL * med
-        if stable or elapsed >= warm_cap_s or warm_n >= max_reps:
+        # the cap ends an unstable warm-up, but not before three calls (the stability test needs them)
+        # unless a single call is itself far beyond the cap
+        if stable or (elapsed >= warm_cap_s and warm_n >= 3) or elapsed >= 10 * warm_cap_s or warm_n >= max_reps:
             break
     # cost of one call: the stable calls' median, else (cap hit) the warm-up's mean
     per_call = max(statistics.median(warm_times[-3:]) if stable else (timer() - t0) / warm_n, 1e-9)
