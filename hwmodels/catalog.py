@@ -640,8 +640,8 @@ class Catalog:
         return replace(self, nodes={**self.nodes, node.id: node})
 
 
-def load_catalog(path_or_dir: str | os.PathLike[str] | None = None) -> Catalog:
-    """Load one ``.toml`` file or every ``*.toml`` in a directory (default ``data/catalog``)."""
+def _catalog_files(path_or_dir: str | os.PathLike[str] | None) -> tuple[Path, list[Path]]:
+    """The catalog path (default ``data/catalog``) and its ``*.toml`` files (one file given: itself)."""
     p = Path(path_or_dir) if path_or_dir is not None else default_dir()
     if p.is_dir():
         files = sorted(p.glob("*.toml"))
@@ -651,6 +651,12 @@ def load_catalog(path_or_dir: str | os.PathLike[str] | None = None) -> Catalog:
         files = [p]
     else:
         raise ModelInputError(f"catalog: no such file or directory {str(p)!r}")
+    return p, files
+
+
+def load_catalog(path_or_dir: str | os.PathLike[str] | None = None) -> Catalog:
+    """Load one ``.toml`` file or every ``*.toml`` in a directory (default ``data/catalog``)."""
+    p, files = _catalog_files(path_or_dir)
     nodes: dict[str, NodeType] = {}
     for f in files:
         n = load_node(f)
@@ -734,15 +740,7 @@ def check_catalog(path_or_dir: str | os.PathLike[str] | None = None, *,
     and no price may be dated after ``today``; ids must be unique.
     """
     t = _today(today)
-    p = Path(path_or_dir) if path_or_dir is not None else default_dir()
-    if p.is_dir():
-        files = sorted(p.glob("*.toml"))
-        if not files:
-            raise ModelInputError(f"catalog: no *.toml files in {p}")
-    elif p.is_file():
-        files = [p]
-    else:
-        raise ModelInputError(f"catalog: no such file or directory {str(p)!r}")
+    p, files = _catalog_files(path_or_dir)
     nodes: list[NodeType] = []
     errors: list[str] = []
     seen: dict[str, str] = {}
