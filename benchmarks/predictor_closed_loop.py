@@ -70,6 +70,10 @@ ELEMENTWISE = (("layernorm", {"rows": 1024, "cols": 128, "dtype": "fp32"}),
                ("gelu", {"n": 524_288, "dtype": "fp32"}),
                ("softmax", {"rows": 2048, "cols": 256, "dtype": "fp32"}))
 ELEMENTWISE_KERNELS = ("layernorm", "gelu", "softmax")
+# host dispatch (kernels/dispatch.py): per-op cost of a differentiable op in training, and the optimizer phase
+# at three parameter-tensor counts (the workloads have 6-28 tensors)
+DISPATCH = ({"mode": "train"}, {"mode": "optimizer", "tensors": 4}, {"mode": "optimizer", "tensors": 16},
+            {"mode": "optimizer", "tensors": 32})
 
 
 @contextlib.contextmanager
@@ -113,6 +117,7 @@ def run_kernels(store: Any, *, quick: bool = False, measure_ms: float = 250.0, c
         plan.append(("attention", dict(p)))
     plan.append((LAUNCH[0], {"n": LAUNCH[1]}))
     plan.extend((n, dict(p)) for n, p in (ELEMENTWISE[1:3] if quick else ELEMENTWISE))
+    plan.extend(("dispatch", dict(p)) for p in (DISPATCH[:3] if quick else DISPATCH))
     out = []
     with warnings.catch_warnings(), (cpu_clock() if clock == "cpu" else contextlib.nullcontext()):
         warnings.simplefilter("ignore")  # noise warnings are kept in the records (noise_ratio)
@@ -390,13 +395,18 @@ def print_report(rows: Sequence[Row], cals: dict[str, Any], kernels: Sequence[di
 
 
 def calibrations(points: Sequence[Any]) -> dict[str, Any]:
-    """The calibration variants compared, both the predictor's own ``calibrate()``: ``elementwise`` (every
-    kernel record: memory-bound ops priced at the suite's layernorm/gelu/softmax rate, what the predictor
-    does whenever those records exist) and ``stream`` (the element-wise records left out: memory-bound ops
-    priced at STREAM bandwidth)."""
-    out = {"stream": calibrate_here([p for p in points if p.kernel not in ELEMENTWISE_KERNELS])}
+    """The calibration variants compared, all the predictor's own ``calibrate()`` on subsets of this run's
+    kernel records, the last one the predictor as shipped: ``stream`` (element-wise and dispatch records left
+    out: memory-bound ops priced at STREAM bandwidth, host cost = the launch floor per op), ``elementwise``
+    (the layernorm/gelu/softmax records in: memory-bound ops at their rate; dispatch left out) and
+    ``dispatch`` (every record: the host cost of each differentiable op and of the optimizer phase from the
+    ``dispatch`` probes, what the predictor does whenever those records exist)."""
+    no_disp = [p for p in points if p.kernel != "dispatch"]
+    out = {"stream": calibrate_here([p for p in no_disp if p.kernel not in ELEMENTWISE_KERNELS])}
     if any(p.kernel in ELEMENTWISE_KERNELS for p in points):
-        out["elementwise"] = calibrate_here(points)
+        out["elementwise"] = calibrate_here(no_disp)
+    if any(p.kernel == "dispatch" for p in points):
+        out["dispatch"] = calibrate_here(points)
     return out
 
 

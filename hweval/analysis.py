@@ -64,6 +64,7 @@ STALE_PRICE_RANGE = 0.25
 #: STREAM working sets below this are labelled cache-resident (32 MiB: the L3 of one AMD Zen 4 CCD,
 #: AMD EPYC 9004 product brief; H100's L2 is 50 MB, so on GPUs the label is conservative)
 CACHE_RESIDENT_BYTES = 32 * 2**20
+HOST_PROBES = ("dispatch",)  # kernels/dispatch.py: calibrate the predictor's host cost, kept off the roofline
 MODE_WORDS = {"on_demand": "on-demand", "reserved": "reserved", "reserved_3y": "3-year reserved",
               "spot": "spot", "on_prem": "on-prem (owned, amortized)"}
 
@@ -292,6 +293,8 @@ def roofline_section(results: Iterable[dict[str, Any]], *, node: Any = None) -> 
             continue
         p = r.get("params") or {}
         kern = r.get("kernel") or r.get("name")
+        if kern in HOST_PROBES:
+            continue  # host-overhead probes: their time is dispatch, not a compute or memory rate
         cache = _is_cache_resident(kern, p, by)
         rows.append({"kernel": kern, "dtype": str(p.get("dtype", "")), "params": json.dumps(p, sort_keys=True),
                      "flops": fl or 0.0, "bytes": by, "seconds": s, "intensity": (fl or 0.0) / by,

@@ -25,6 +25,7 @@ gemm_sizes: list[int] = [256, 512, 1024]  # square GEMM sizes (M, N and K all eq
 gemm_dtypes: list[str] = ["fp32", "bf16"]  # GEMM dtypes (unsupported ones are skipped with a reason)
 stream_ops: list[str] = ["copy", "triad"]  # STREAM kernels: copy, scale, add, triad
 stream_sizes: list[int] = [65536, 1048576, 16777216]  # STREAM elements per array (L2 .. >4x LLC for fp64)
+dispatch_tensors: list[int] = [4, 16, 32]  # host-dispatch probes: optimizer phase at these tensor counts ([] = skip)
 warmup_ms: float = 20.0  # warm-up budget per measurement
 measure_ms: float = 200.0  # measurement budget per measurement
 node: str = ""  # catalog node id for datasheet ceilings (empty: match this machine)
@@ -49,8 +50,16 @@ stream = [
     for r in registry.sweep(f"stream_{op}", [{"n": n} for n in stream_sizes], device=device,
                             warmup_ms=warmup_ms, measure_ms=measure_ms)
 ]
-results = [r.to_json() for r in gemm + stream]
-analysis.kernel_table(results)
+# host cost per differentiable op (forward + backward) and per optimizer phase: what a small model's step
+# spends on the host, which the step-time predictor charges on a CPU (kernels/dispatch.py)
+dispatch = registry.sweep(
+    "dispatch",
+    ([{"mode": "forward"}, {"mode": "train"}] + [{"mode": "optimizer", "tensors": t} for t in dispatch_tensors])
+    if dispatch_tensors else [],
+    device=device, warmup_ms=warmup_ms, measure_ms=measure_ms,
+) if device == "cpu" and dispatch_tensors else []
+results = [r.to_json() for r in gemm + stream]  # the roofline's points; the probes are not rates
+analysis.kernel_table(results + [r.to_json() for r in dispatch])
 
 # %% [markdown]
 # ## Roofline: fitted ceilings and measured points

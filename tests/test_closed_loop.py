@@ -42,11 +42,12 @@ def test_closed_loop_on_two_tiny_configs(cl, tmp_path):
         kernels = cl.run_kernels(store, quick=True, measure_ms=40.0)
         assert all(k["status"] == "ok" for k in kernels)
         points = cl.kernel_points(store)
-        assert {p.kernel for p in points} >= {"gemm", "stream_copy", "attention", "launch", "layernorm"}
+        assert {p.kernel for p in points} >= {"gemm", "stream_copy", "attention", "launch", "layernorm", "dispatch"}
         cals = cl.calibrations(points)
-        assert set(cals) == {"stream", "elementwise"}
-        kinds = cals["elementwise"].source_kinds()
-        for rate in ("matmul_efficiency.fp32", "memory_bandwidth", "attention_efficiency", "launch_overhead"):
+        assert list(cals) == ["stream", "elementwise", "dispatch"]
+        kinds = cals["dispatch"].source_kinds()
+        for rate in ("matmul_efficiency.fp32", "memory_bandwidth", "attention_efficiency", "launch_overhead",
+                     "host_dispatch_per_op"):
             assert kinds[rate] == "measured", rate  # calibrated from this run's kernels only
         rows = cl.closed_loop(cl.QUICK_CONFIGS, cals, threads=1, timed_steps=3, profile=True)
     finally:
@@ -64,5 +65,8 @@ def test_closed_loop_on_two_tiny_configs(cl, tmp_path):
         assert r.measured_classes_s["gemm"] > 0 and sum(r.measured_buckets().values()) > 0
     # the checkpointed config recomputes the forward: predicted slower than the plain one
     assert rows[1].predicted("stream") > rows[0].predicted("stream")
-    s = cl.summary(rows, "elementwise")
+    # the measured host cost adds to the step: the dispatch variant predicts more time than the one without
+    for r in rows:
+        assert r.predictions["dispatch"]["breakdown_s"]["overhead"] > r.predictions["elementwise"]["breakdown_s"]["overhead"]
+    s = cl.summary(rows, "dispatch")
     assert s["n"] == 2 and s["worst_abs_error"] >= s["median_abs_error"] >= 0

@@ -95,7 +95,7 @@ class Rate:
 class KernelPoint:
     """One kernel measurement handed in by the application (a store row, decoded)."""
 
-    kernel: str  # gemm | stream | attention | all_reduce | all_gather | reduce_scatter | launch
+    kernel: str  # gemm | stream | attention | all_reduce | all_gather | reduce_scatter | launch | dispatch
     params: Mapping[str, Any]
     metrics: Mapping[str, Any]
     origin: str = "measured"  # measured | imported
@@ -195,6 +195,14 @@ class Calibration:
     #: measured: on a CPU they work on cache-resident tensors and are bound by per-element arithmetic (erf,
     #: exp, reductions), not by DRAM bandwidth; None = priced at ``mem_bw`` (STREAM / datasheet)
     elementwise_bw: Rate | None = None
+    #: host cost of one differentiable eager op in a training step (its forward dispatch with the autograd node,
+    #: plus its backward node), from the ``dispatch`` kernel (``mode=train``); None = not measured. Charged per op
+    #: only where ops run one after another on the host (:attr:`serial_dispatch`), replacing the per-launch floor
+    host_op_s: Rate | None = None
+    #: host cost of the optimizer phase (clip_grad_norm_ + AdamW(foreach).step + zero_grad) by parameter-tensor
+    #: count, from the ``dispatch`` kernel (``mode=optimizer``): ((tensors, seconds), ...); empty = not measured
+    optimizer_host: tuple[tuple[int, float], ...] = ()
+    optimizer_host_source: str = ""
 
     # -- GEMM ----------------------------------------------------------------------
     def gemm_eff(self, m: int, n: int, k: int, dtype: str) -> float:
@@ -225,8 +233,34 @@ class Calibration:
         t_c = flops / (self.peak_flops(dtype) * self.gemm_eff(m, n, k, dtype))
         t_m = bytes_per_el * (m * k + k * n + m * n) / self.mem_bw.value
         if self.serial_dispatch:
-            return max(t_c, t_m) + self.launch_s.value
+            return max(t_c, t_m) + self._serial_launch()
         return max(t_c, t_m, self.launch_s.value)
+
+    def _serial_launch(self) -> float:
+        """Per-launch host time added to an op on a serial-dispatch node: the launch floor, or nothing when the
+        host cost is charged per op from the measured ``dispatch`` probe (:meth:`host_time`)."""
+        return 0.0 if self.host_op_s is not None else self.launch_s.value
+
+    def host_time(self, n_ops: float, n_tensors: int) -> float:
+        """Host time of one training step on a serial-dispatch node with a measured ``dispatch`` probe:
+        ``n_ops`` differentiable ops x the per-op cost + the optimizer phase for ``n_tensors`` parameter
+        tensors (linear in the tensor count between measured points, constant beyond one point). 0 elsewhere."""
+        if not self.serial_dispatch or self.host_op_s is None:
+            return 0.0
+        return n_ops * self.host_op_s.value + self.optimizer_host_time(n_tensors)
+
+    def optimizer_host_time(self, n_tensors: int) -> float:
+        pts = sorted(self.optimizer_host)
+        if not pts:
+            return 0.0
+        if len(pts) == 1:
+            return pts[0][1]
+        xs = [float(x) for x, _ in pts]
+        ys = [y for _, y in pts]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = max(sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx, 0.0) if sxx else 0.0
+        return max(my + slope * (n_tensors - mx), min(ys))
 
     @property
     def serial_dispatch(self) -> bool:
@@ -243,7 +277,7 @@ class Calibration:
     def memory_time(self, nbytes: float, launches: float = 1.0) -> float:
         bw = (self.elementwise_bw or self.mem_bw).value
         if self.serial_dispatch:
-            return nbytes / bw + launches * self.launch_s.value
+            return nbytes / bw + launches * self._serial_launch()
         return max(nbytes / bw, launches * self.launch_s.value)
 
     # -- collectives ---------------------------------------------------------------
@@ -261,6 +295,10 @@ class Calibration:
         out["launch_overhead"] = self.launch_s.label()
         if self.elementwise_bw is not None:
             out["elementwise_bandwidth"] = self.elementwise_bw.label()
+        if self.host_op_s is not None:
+            out["host_dispatch_per_op"] = self.host_op_s.label()
+        if self.optimizer_host:
+            out["optimizer_host"] = self.optimizer_host_source
         for lvl, c in self.comms.items():
             out[f"collective_busbw.{lvl}"] = c.label()
         out["overlap"] = self.overlap.label()
@@ -274,6 +312,8 @@ class Calibration:
         out.update({f"collective_busbw.{lvl}": c.kind for lvl, c in self.comms.items()})
         if self.elementwise_bw is not None:
             out["elementwise_bandwidth"] = self.elementwise_bw.kind
+        if self.host_op_s is not None:
+            out["host_dispatch_per_op"] = self.host_op_s.kind
         return out
 
     def rel_sigma(self, comm_share: float = 0.0) -> float:
@@ -502,6 +542,26 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
     for p in pts:
         if p.kernel == "launch" and p.metrics.get("seconds"):
             launch = Rate(value=float(p.metrics["seconds"]), kind=p.origin, source=f"launch record {p.where}")
+    host_op, opt_host, opt_src = None, [], ""
+    for p in pts:
+        if p.kernel != "dispatch" or not p.metrics.get("median_s"):
+            continue
+        mode = str(p.params.get("mode", "train"))
+        if mode == "forward" and (launch is None or launch.kind != "measured"):
+            per = float(p.metrics.get("per_op_s") or float(p.metrics["median_s"]) / int(p.params.get("ops", 1)))
+            launch = Rate(value=per, kind=p.origin, rel_sigma=0.2,
+                          source=f"dispatch record (forward, no_grad: {per * 1e6:.1f} us per op) {p.where}".strip())
+        elif mode == "train":
+            per = float(p.metrics.get("per_op_s") or float(p.metrics["median_s"]) / int(p.params.get("ops", 1)))
+            if host_op is None or per < host_op.value:  # the least disturbed of repeated probes
+                host_op = Rate(value=per, kind=p.origin, rel_sigma=0.2,
+                               source=f"dispatch record (train: {per * 1e6:.1f} us per differentiable op, "
+                                      f"forward + backward) {p.where}".strip())
+        elif mode == "optimizer":
+            opt_host.append((int(p.params.get("tensors", 8)), float(p.metrics.get("per_step_s") or p.metrics["median_s"])))
+            opt_src = (f"{p.origin}: dispatch records (optimizer phase: clip_grad_norm_ + AdamW(foreach).step + "
+                       f"zero_grad; {len(opt_host)} point(s), {min(t for _, t in opt_host) * 1e3:.2f} ms at "
+                       f"{sorted(opt_host)[0][0]} tensors) {p.where}").strip()
     if launch is None:
         launch = Rate(value=LAUNCH_FLOOR_S.get(kind, 5e-6), kind="datasheet", rel_sigma=0.5,
                       source="per-kernel launch floor, typical figure (module LAUNCH_FLOOR_S)")
@@ -519,6 +579,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         memory_capacity_bytes=node.memory_capacity_bytes,
         extra={**({"gemm_curve": gemm_curve} if gemm_curve else {}), "attention_s_half": attn_s_half},
         elementwise_bw=elementwise,
+        host_op_s=host_op, optimizer_host=tuple(sorted(opt_host)), optimizer_host_source=opt_src,
     )
 
 

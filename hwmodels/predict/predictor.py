@@ -203,8 +203,14 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
             dp_total += m * stage_layers * (per_unit_fwd + per_unit_bwd)
     exposed = m * (tp_stage + p2p) + dp_exposed
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
+    host = 0.0
+    if cal.serial_dispatch and cal.host_op_s is not None:  # eager ops run one after another on the host
+        fwd_ops = stage_layers * spec.host_ops_per_layer() + spec.host_ops_outside_layers()
+        host = cal.host_time(m * fwd_ops, spec.param_tensors())
+        if layout.recompute == "full":
+            host += m * stage_layers * spec.host_ops_per_layer() * cal.launch_s.value
     return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
-                     overhead=cal.step_overhead_s.value, model_flops=model_f, hardware_flops=hw_f, memory=mem,
+                     overhead=cal.step_overhead_s.value + host, model_flops=model_f, hardware_flops=hw_f, memory=mem,
                      microbatches=m, comm_total=m * (tp_stage + p2p) + dp_total)
 
 
@@ -389,8 +395,12 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
             nb = op.elements * batch * e * op.passes
             mem += 3.0 * cal.memory_time(nb / op.sequential, 1.0) * op.sequential
     opt = cal.memory_time(spec.params * 28.0, 4.0)
+    n_ops = spec.host_ops()
+    host = cal.host_time(n_ops, spec.param_tensors)
+    if recompute and cal.host_op_s is not None and cal.serial_dispatch:
+        host += n_ops * cal.launch_s.value  # the recomputed forward dispatches its ops again
     return {"compute": comp, "memory_bound": mem + opt, "exposed_comm": 0.0, "bubble": 0.0,
-            "overhead": cal.step_overhead_s.value}
+            "overhead": cal.step_overhead_s.value + host}
 
 
 __all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",

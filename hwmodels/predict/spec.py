@@ -147,6 +147,32 @@ class ModelSpec:
         t = seq_len or self.seq_len
         return 6.0 * self.matmul_params() + 12.0 * self.n_layers * t * self.q_dim
 
+    # -- host ops (eager frameworks on a serial-dispatch node) ------------------------------------------
+    def host_ops_per_layer(self) -> int:
+        """Autograd nodes one layer records in the forward pass (each dispatched forward and run backward),
+        counted from the suite's torch block (``workloads/torch/models.py`` ``Block.forward``; the test walks
+        the real graph): 2 norms; 4 per linear on a batched 3-D input (transpose of the weight, view, matmul,
+        unsafe view) for fused QKV, output projection and the MLP's two (SwiGLU: three, + the multiply); the
+        split, 3 head views, 4 transposes, the reshape, the attention call, 2 residual adds, the activation.
+        Separate K/V projections (GQA) add 2 linears. 31 for the suite's LM."""
+        linears = (2 if self.n_kv_heads == self.n_heads else 4) + (3 if self.glu else 2)
+        return 2 + 4 * linears + 1 + 3 + 4 + 1 + 1 + 2 + 1 + (1 if self.glu else 0)
+
+    def host_ops_outside_layers(self) -> int:
+        """Autograd nodes outside the layers (``TransformerLM.forward`` and ``loss``): the token embedding, the
+        position slice and add (learned positions), the final norm, the unembedding (4, a linear), the loss's
+        view, log-softmax and NLL."""
+        return 1 + (2 if self.learned_positions else 0) + 1 + 4 + 3
+
+    def param_tensors(self) -> int:
+        """Parameter tensors (the optimizer phase's per-tensor host cost): per layer the norms' weights (and
+        biases for LayerNorm) and one tensor per weight matrix (fused QKV when K/V heads equal Q heads);
+        embeddings, position table, final norm."""
+        norm = 2 if self.norm == "layernorm" else 1
+        mats = (2 if self.n_kv_heads == self.n_heads else 4) + (3 if self.glu else 2)
+        outside = 1 + (0 if self.tied_embeddings else 1) + (1 if self.learned_positions else 0) + norm
+        return self.n_layers * (2 * norm + mats) + outside
+
     def with_seq_len(self, seq_len: int | None) -> ModelSpec:
         return self if not seq_len or seq_len == self.seq_len else replace(self, seq_len=int(seq_len))
 
@@ -168,6 +194,7 @@ class GenericOp:
     elements: int = 0  # per sample, for memory ops
     passes: float = 3.0  # reads + writes per element (memory ops)
     sequential: int = 1  # how many dependent launches (a GRU step loop: context)
+    host_ops: int = 1  # autograd nodes recorded per sequential step (a GRU cell step: 12 gate ops)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,9 +206,15 @@ class GenericSpec:
     params: int
     tokens_per_sample: int = 1
     source: str = ""
+    host_ops_other: int = 0  # forward ops outside ``ops`` (the loss, slicing)
+    param_tensors: int = 0
 
     def n_params(self) -> int:
         return self.params
+
+    def host_ops(self) -> int:
+        """Differentiable eager ops of one forward pass (each with its backward node)."""
+        return sum(o.host_ops * o.sequential for o in self.ops) + self.host_ops_other
 
     def model_flops_per_sample(self) -> float:
         return 6.0 * sum(o.m * o.n * o.k for o in self.ops if o.kind == "gemm")
@@ -347,26 +380,32 @@ def from_workload(name: str, config: Mapping[str, Any]) -> ModelSpec | GenericSp
         for i in range(L):
             fan_in = _TS_INPUT if i == 0 else h
             # input projection batched over time; recurrent GEMM one step at a time (dependent launches)
-            ops.append(GenericOp(name=f"gru{i}.ih", kind="gemm", m=T, n=3 * h, k=fan_in))
-            ops.append(GenericOp(name=f"gru{i}.hh", kind="gemm", m=T, n=3 * h, k=h, sequential=T))
+            # host ops, counted from a torch.profiler trace of torch 2.13's CPU GRU (autograd nodes per step):
+            # the recurrent linear (addmm + t) and 12 gate ops (2 chunk splits, 4 adds, 2 sigmoids, 2 muls,
+            # sub, tanh); the input projection is one matmul over all steps
+            ops.append(GenericOp(name=f"gru{i}.ih", kind="gemm", m=T, n=3 * h, k=fan_in, host_ops=4))
+            ops.append(GenericOp(name=f"gru{i}.hh", kind="gemm", m=T, n=3 * h, k=h, sequential=T, host_ops=2))
             ops.append(GenericOp(name=f"gru{i}.gates", kind="memory", elements=T * 4 * h, passes=4.0,
-                                 sequential=T))
+                                 sequential=T, host_ops=12))
             params += 3 * (fan_in * h + h * h + 2 * h)
-        ops.append(GenericOp(name="head", kind="gemm", m=1, n=H, k=h))
+        ops.append(GenericOp(name="head", kind="gemm", m=1, n=H, k=h, host_ops=2))
         params += h * H + H
+        # outside: the GRU call's output stacking, the last-step select, mse_loss
         return GenericSpec(name=name, ops=tuple(ops), params=params, tokens_per_sample=1,
-                           source="workloads/registry.py TimeseriesConfig; torch.nn.GRU equations")
+                           source="workloads/registry.py TimeseriesConfig; torch.nn.GRU equations",
+                           host_ops_other=5, param_tensors=4 * L + 2)
     if name == "mlp_regressor":
         h, depth = int(c.get("hidden", 64)), int(c.get("depth", 2))
         dims = [int(c.get("features", _MLP_FEATURES))] + [h] * depth + [int(c.get("outputs", _MLP_OUTPUTS))]
         ops = []
         for i, (a, b) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
-            ops.append(GenericOp(name=f"fc{i}", kind="gemm", m=1, n=b, k=a))
+            ops.append(GenericOp(name=f"fc{i}", kind="gemm", m=1, n=b, k=a, host_ops=2))  # addmm + t
             if i < len(dims) - 2:
                 ops.append(GenericOp(name=f"relu{i}", kind="memory", elements=b, passes=2.0))
         params = sum(a * b + b for a, b in zip(dims[:-1], dims[1:], strict=True))
         return GenericSpec(name=name, ops=tuple(ops), params=params, tokens_per_sample=1,
-                           source="workloads/registry.py MLPConfig")
+                           source="workloads/registry.py MLPConfig", host_ops_other=1,
+                           param_tensors=2 * (len(dims) - 1))
     raise choices_error("workload", name, WORKLOADS)
 
 

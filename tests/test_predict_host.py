@@ -1,0 +1,151 @@
+"""Host dispatch in the step model: the ``dispatch`` probe, its calibration, and the op counts it multiplies.
+
+The op counts of ``hwmodels.predict.spec`` are checked against the autograd graphs of the suite's own torch
+models (``workloads/torch/models.py``), so a model change that adds ops fails here rather than in a benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hwcore.errors import InputError
+from hwmodels.catalog import default_catalog
+from hwmodels.predict import KernelPoint, calibrate
+from hwmodels.predict.predictor import generic_step_time, step_times
+from hwmodels.predict.layout import Layout
+from hwmodels.predict.spec import from_workload
+
+torch = pytest.importorskip("torch")
+
+
+def _graph_nodes(loss) -> int:
+    """Autograd nodes behind ``loss`` (gradient accumulators of leaves excluded)."""
+    seen, stack, n = set(), [loss.grad_fn], 0
+    while stack:
+        f = stack.pop()
+        if f is None or f in seen:
+            continue
+        seen.add(f)
+        n += type(f).__name__ != "AccumulateGrad"
+        stack.extend(g for g, _ in f.next_functions)
+    return n
+
+
+@pytest.mark.parametrize("layers,width,heads,seq", [(1, 64, 4, 32), (3, 64, 4, 32), (2, 96, 3, 16)])
+def test_transformer_host_ops_match_the_torch_graph(layers, width, heads, seq):
+    from workloads.torch.models import TransformerLM
+
+    m = TransformerLM(layers=layers, width=width, heads=heads, seq_len=seq, vocab=256, mlp_ratio=4)
+    loss = m.loss(torch.randint(0, 256, (2, seq)), torch.randint(0, 256, (2, seq)))
+    s = from_workload("transformer_lm", {"layers": layers, "width": width, "heads": heads, "seq_len": seq})
+    assert s.host_ops_per_layer() * layers + s.host_ops_outside_layers() == _graph_nodes(loss)
+    assert s.param_tensors() == len(list(m.parameters()))
+
+
+@pytest.mark.parametrize("hidden,layers,context", [(32, 1, 64), (16, 2, 10), (8, 3, 24)])
+def test_gru_host_ops_match_the_torch_graph(hidden, layers, context):
+    from workloads.torch.models import GRUForecaster
+
+    m = GRUForecaster(hidden=hidden, layers=layers, horizon=8)
+    loss = m.loss(torch.randn(4, context, 1), torch.randn(4, 8))
+    s = from_workload("timeseries_forecaster", {"hidden": hidden, "layers": layers, "context": context})
+    n = _graph_nodes(loss)
+    assert abs(s.host_ops() - n) <= 0.03 * n, (s.host_ops(), n)  # 14 per cell step dominate
+    assert s.param_tensors == len(list(m.parameters()))
+
+
+@pytest.mark.parametrize("hidden,depth", [(64, 2), (32, 3)])
+def test_mlp_host_ops_match_the_torch_graph(hidden, depth):
+    from workloads.torch.models import MLPRegressor
+
+    s = from_workload("mlp_regressor", {"hidden": hidden, "depth": depth})
+    m = MLPRegressor(features=8, hidden=hidden, depth=depth)
+    loss = m.loss(torch.randn(4, 8), torch.randn(4, 1))
+    assert s.host_ops() == _graph_nodes(loss)
+    assert s.param_tensors == len(list(m.parameters()))
+
+
+def _points(per_op=10e-6, fwd=2e-6, opt=((4, 300e-6), (16, 500e-6))):
+    pts = [KernelPoint(kernel="dispatch", params={"mode": "train", "ops": 32},
+                       metrics={"median_s": 32 * per_op, "per_op_s": per_op}),
+           KernelPoint(kernel="dispatch", params={"mode": "forward", "ops": 32},
+                       metrics={"median_s": 32 * fwd, "per_op_s": fwd})]
+    pts += [KernelPoint(kernel="dispatch", params={"mode": "optimizer", "tensors": k},
+                        metrics={"median_s": t, "per_step_s": t}) for k, t in opt]
+    return pts
+
+
+def test_calibration_reads_the_dispatch_probes():
+    cpu = default_catalog().get("cpu-epyc-zen4-2c")
+    cal = calibrate(cpu, _points(), use_published=False)
+    assert cal.host_op_s.value == pytest.approx(10e-6) and cal.host_op_s.kind == "measured"
+    assert cal.launch_s.value == pytest.approx(2e-6) and cal.launch_s.kind == "measured"
+    assert cal.optimizer_host_time(4) == pytest.approx(300e-6)
+    assert cal.optimizer_host_time(10) == pytest.approx(400e-6)  # linear between the points
+    assert cal.optimizer_host_time(28) == pytest.approx(700e-6)  # and beyond
+    assert cal.host_time(100, 16) == pytest.approx(100 * 10e-6 + 500e-6)
+    assert "host_dispatch_per_op" in cal.sources() and "optimizer_host" in cal.sources()
+    one = calibrate(cpu, _points(opt=((8, 400e-6),)), use_published=False)
+    assert one.optimizer_host_time(2) == one.optimizer_host_time(64) == pytest.approx(400e-6)
+    assert calibrate(cpu, [], use_published=False).host_op_s is None
+
+
+def test_host_time_enters_the_step_on_a_cpu_only():
+    cpu = default_catalog().get("cpu-epyc-zen4-2c")
+    spec = from_workload("transformer_lm", {"layers": 2, "width": 64, "heads": 4, "seq_len": 64})
+    lay = Layout(dp=1, micro_batch=16, sharding="none", recompute="none", precision="fp32")
+    with_probe = step_times(spec, calibrate(cpu, _points(), use_published=False), lay, global_batch=16)
+    without = step_times(spec, calibrate(cpu, [], use_published=False), lay, global_batch=16)
+    n_ops = 2 * 31 + 11
+    cal = calibrate(cpu, _points(), use_published=False)
+    expect = cal.step_overhead_s.value + n_ops * 10e-6 + cal.optimizer_host_time(spec.param_tensors())
+    assert with_probe.overhead == pytest.approx(expect)
+    assert without.overhead == pytest.approx(cal.step_overhead_s.value)
+    # two micro-batches dispatch the forward/backward twice, the optimizer once
+    two = step_times(spec, cal, Layout(dp=1, micro_batch=8, sharding="none", recompute="none", precision="fp32"),
+                     global_batch=16)
+    assert two.overhead - with_probe.overhead == pytest.approx(n_ops * 10e-6)
+    # full recompute dispatches each layer's forward again at the forward (no_grad) floor
+    ck = step_times(spec, cal, Layout(dp=1, micro_batch=16, sharding="none", recompute="full", precision="fp32"),
+                    global_batch=16)
+    assert ck.overhead - with_probe.overhead == pytest.approx(2 * 31 * 2e-6)
+    # a GPU queues kernels asynchronously: the host probes do not add to its step
+    gpu = default_catalog().get("h100-sxm")
+    g1 = step_times(spec, calibrate(gpu, _points()), lay, global_batch=16)
+    g0 = step_times(spec, calibrate(gpu, []), lay, global_batch=16)
+    assert g1.overhead == pytest.approx(g0.overhead)
+
+
+def test_generic_step_charges_the_gru_cell_ops():
+    cpu = default_catalog().get("cpu-epyc-zen4-2c")
+    cal = calibrate(cpu, _points(), use_published=False)
+    spec = from_workload("timeseries_forecaster", {"hidden": 32, "layers": 1, "context": 64})
+    b = generic_step_time(spec, cal, batch=32)
+    assert b["overhead"] == pytest.approx(cal.step_overhead_s.value + spec.host_ops() * 10e-6
+                                          + cal.optimizer_host_time(spec.param_tensors))
+    assert spec.host_ops() >= 64 * 14
+    assert all(math.isfinite(v) for v in b.values())
+
+
+@pytest.mark.parametrize("mode", ["forward", "train", "optimizer"])
+def test_dispatch_kernel_runs_and_is_checked(mode):
+    from kernels import registry as R
+
+    r = R.run("dispatch", {"mode": mode, "ops": 8, "tensors": 3}, record=False, warmup_ms=5, measure_ms=20)
+    d = r.to_json()
+    assert d["status"] == "ok" and d["median_s"] > 0
+    if mode == "optimizer":
+        assert d["per_step_s"] == pytest.approx(d["median_s"])
+    else:
+        assert d["per_op_s"] == pytest.approx(d["median_s"] / 8)
+
+
+def test_dispatch_kernel_refuses_bad_sizes():
+    from kernels import registry as R
+
+    with pytest.raises(InputError, match="dispatch.ops"):
+        R.validate_params("dispatch", {"ops": 5000}, device="cpu")
+    with pytest.raises(InputError, match="mode"):
+        R.validate_params("dispatch", {"mode": "backward"}, device="cpu")
