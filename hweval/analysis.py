@@ -683,13 +683,6 @@ def combine(parts: Sequence[IntervalPart]) -> tuple[float, float]:
     return lo, hi
 
 
-def term_hours(term: str | None) -> float:
-    """Minimum billed hours of a reservation term: "1-year committed use" -> 8766 h, "a 1-182 day
-    reservation" -> 24 h; 0 for no term. A committed term is billed in full even when the job is shorter."""
-    import re
-
-    if not term:
-        return 0.0
     m = re.search(r"(\d+)\s*-\s*\d+\s*day", term)  # a day range first: "1-182 day (not a 1-year plan)"
     if m:
         return int(m.group(1)) * 24.0
@@ -782,7 +775,7 @@ def _price_part(node: Any, mode: str, today: date | str | None) -> tuple[PriceIn
     info = PriceInfo(mode=mode, usd_per_accelerator_hour=per_acc, provider=p.provider or "on-prem TCO" if mode == "on_prem"
                      else (p.provider or "unknown"), instance=p.instance or "", region=p.region or "",
                      as_of=p.as_of or "undated", stale=stale, source=p.source, term=p.term or "",
-                     min_billed_hours=term_hours(p.term))
+                     min_billed_hours=p.min_billed_hours)
     return info, IntervalPart(name="price range", lo_factor=1 + rel, hi_factor=1 + rel, source=why)
 
 

@@ -143,6 +143,20 @@ class Peak:
     derivation: dict[str, Any] | None = None  # units_count, flops_per_clock_per_unit_count, clock_hz, source
 
 
+def term_hours(term: str | None) -> float:
+    """Minimum billed hours of a reservation term: "1-year committed use" -> 8766 h, "a 1-182 day
+    reservation" -> 24 h; 0 for no term. A committed term is billed in full even when the job is shorter."""
+    if not term:
+        return 0.0
+    m = re.search(r"(\d+)\s*-\s*\d+\s*day", term)  # a day range first: "1-182 day (not a 1-year plan)"
+    if m:
+        return int(m.group(1)) * 24.0
+    m = re.search(r"(\d+)-year", term)
+    if m:
+        return int(m.group(1)) * 8766.0  # hours per year (hwmodels.units.HOURS_PER_YEAR: 365.25 x 24)
+    return 0.0
+
+
 @dataclass(frozen=True)
 class Price:
     mode: str
@@ -167,6 +181,11 @@ class Price:
     def date(self) -> str | None:
         """Former name of :attr:`as_of` (kept for callers written before the rename)."""
         return self.as_of
+
+    @property
+    def min_billed_hours(self) -> float:
+        """Hours per accelerator a committed term bills even when the job is shorter (:func:`term_hours`)."""
+        return term_hours(self.term)
 
     @property
     def as_of_date(self) -> _dt.date | None:

@@ -25,7 +25,7 @@ gemm_sizes: list[int] = [256, 512, 1024]  # square GEMM sizes (M, N and K all eq
 gemm_dtypes: list[str] = ["fp32", "bf16"]  # GEMM dtypes (unsupported ones are skipped with a reason)
 stream_ops: list[str] = ["copy", "triad"]  # STREAM kernels: copy, scale, add, triad
 stream_sizes: list[int] = [65536, 1048576, 16777216]  # STREAM elements per array (L2 .. >4x LLC for fp64)
-dispatch_tensors: list[int] = [4, 16, 32]  # host-dispatch probes: optimizer phase at these tensor counts ([] = skip)
+dispatch_tensors: list[int] = [4, 16, 32]  # host-dispatch probes: optimizer phase at these tensor counts (empty: skip the probes)
 warmup_ms: float = 20.0  # warm-up budget per measurement
 measure_ms: float = 200.0  # measurement budget per measurement
 node: str = ""  # catalog node id for datasheet ceilings (empty: match this machine)

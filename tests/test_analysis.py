@@ -115,6 +115,8 @@ def test_cost_plan_bad_input_exit_2(store_path):
 
 
 def test_committed_term_is_billed_in_full():
-    assert analysis.term_hours("1-year committed use discount") == 8766.0
-    assert analysis.term_hours("EC2 Capacity Block for ML: a 1-182 day reservation (not a 1-year savings plan)") == 24.0
-    assert analysis.term_hours(None) == 0.0
+    from hwmodels.catalog import term_hours
+
+    assert term_hours("1-year committed use discount") == 8766.0
+    assert term_hours("EC2 Capacity Block for ML: a 1-182 day reservation (not a 1-year savings plan)") == 24.0
+    assert term_hours(None) == 0.0

@@ -149,3 +149,22 @@ def test_dispatch_kernel_refuses_bad_sizes():
         R.validate_params("dispatch", {"ops": 5000}, device="cpu")
     with pytest.raises(InputError, match="mode"):
         R.validate_params("dispatch", {"mode": "backward"}, device="cpu")
+
+
+def test_committed_term_is_billed_in_full_by_predict_as_by_the_report():
+    from hwmodels.catalog import default_catalog as cat
+    from hwmodels.predict import predict_job
+
+    node = next(n for n in cat() if "reserved" in n.modes and n.pricing["reserved"].min_billed_hours >= 8766)
+    term_h = node.pricing["reserved"].min_billed_hours
+    price = node.price_per_accelerator_hour("reserved")
+    short = predict_job(hardware=node, accelerators=8, model="d_model=2048,n_layers=16,n_heads=16,vocab=32000", tokens=1e9, pricing="reserved")
+    p = short.best
+    assert p.accelerator_hours < 8 * term_h  # a 1B-token job is far shorter than the term
+    assert p.cost_usd == pytest.approx(8 * term_h * price)
+    lo, hi = p.interval["cost_usd"]
+    assert lo == pytest.approx(p.cost_usd) and hi == pytest.approx(p.cost_usd)  # the term, whatever the speed
+    assert any("committed term" in n for n in p.notes)
+    od = predict_job(hardware=node, accelerators=8, model="d_model=2048,n_layers=16,n_heads=16,vocab=32000", tokens=1e9, pricing="on_demand").best
+    assert od.cost_usd == pytest.approx(od.accelerator_hours * node.price_per_accelerator_hour("on_demand"))
+    assert not any("committed term" in n for n in od.notes)

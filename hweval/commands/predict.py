@@ -150,7 +150,8 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
     price = node.price_per_accelerator_hour(sc["pricing"]) if sc["pricing"] else None
     p = make_prediction(sc["spec"], cal, lay, hardware=node.id, accelerators=sc["accelerators"],
                         global_batch=sc["global_batch"] or _default_gb(sc["spec"]), tokens=sc["tokens"],
-                        usd_per_accelerator_hour=price, pricing=sc["pricing"])
+                        usd_per_accelerator_hour=price, pricing=sc["pricing"],
+                        min_billed_hours=node.pricing[sc["pricing"]].min_billed_hours if sc["pricing"] else 0.0)
     out = p.to_dict()
     out["search"] = {"considered": res.considered, "fitting_priced": 0,
                      "note": "no layout fits in memory; the least-memory layout is shown"}

@@ -321,7 +321,11 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
                     global_batch: int, seq_len: int | None = None, tokens: float | None = None,
                     usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
                     attention: str = "flash", eta: float | None = None, comm_eff: float | None = None,
-                    error_path: Path | None = None, times: StepTimes | None = None) -> Prediction:
+                    error_path: Path | None = None, times: StepTimes | None = None,
+                    min_billed_hours: float = 0.0) -> Prediction:
+    """One layout's prediction. ``min_billed_hours``: hours per accelerator a committed pricing term bills
+    however short the job (``Price.min_billed_hours``); the cost is the larger of the job's accelerator-hours
+    and ``accelerators x min_billed_hours``, so it agrees with the report's bill."""
     seq = seq_len or spec.seq_len
     if layout.world != accelerators:
         raise ModelInputError(f"layout: dp*tp*pp = {layout.world} != accelerators ({accelerators})")
@@ -354,10 +358,16 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
         acc_h = accelerators * ttt / 3600.0
         interval["time_to_train_s"] = _interval(ttt, rel)
         interval["accelerator_hours"] = _interval(acc_h, rel)
-        if usd_per_accelerator_hour is not None:
-            cost = cost_usd(accelerator_hours=acc_h, usd_per_accelerator_hour=usd_per_accelerator_hour)
-            interval["cost_usd"] = _interval(cost, rel)
     notes = []
+    if tokens is not None and usd_per_accelerator_hour is not None:
+        floor_h = accelerators * max(float(min_billed_hours), 0.0)
+        cost = cost_usd(accelerator_hours=max(acc_h, floor_h), usd_per_accelerator_hour=usd_per_accelerator_hour)
+        lo_h, hi_h = _interval(acc_h, rel)
+        interval["cost_usd"] = [max(lo_h, floor_h) * usd_per_accelerator_hour,
+                                max(hi_h, floor_h) * usd_per_accelerator_hour]
+        if floor_h > acc_h:
+            notes.append(f"{pricing or 'this'} pricing bills a committed term of {min_billed_hours:,.0f} h per "
+                         f"accelerator ({floor_h:,.0f} accelerator-hours) although the job needs {acc_h:,.0f}")
     if global_batch % (layout.dp * layout.micro_batch):
         notes.append(f"global batch {global_batch} is not a multiple of dp x micro_batch "
                      f"({layout.dp * layout.micro_batch}): {seqs} sequences per step are computed")

@@ -85,7 +85,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            sharding: str | None = None, micro_batch: int | None = None, recompute: str | None = None,
            tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
            top: int = 5, eta: float | None = None, comm_eff: float | None = None,
-           error_path: Path | None = None) -> SearchResult:
+           error_path: Path | None = None, min_billed_hours: float = 0.0) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured."""
     seq = seq_len or spec.seq_len
     gb = global_batch or default_global_batch(seq)
@@ -138,7 +138,8 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     scored.sort(key=lambda x: x[0])
     preds = [make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
                              seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
-                             pricing=pricing, eta=eta_v, comm_eff=comm_v, error_path=error_path, times=st)
+                             pricing=pricing, eta=eta_v, comm_eff=comm_v, error_path=error_path, times=st,
+                             min_billed_hours=min_billed_hours)
              for _, lay, st in scored[:top]]
     return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
                         cheapest=preds[0] if usd_per_accelerator_hour is not None else None)
@@ -155,7 +156,8 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
     ``layout != "auto"``; else the layout search. ``hardware`` is a catalog id or a ``NodeType``.
 
     Returns a :class:`Prediction` (fixed layout) or a :class:`SearchResult`.
-    The cost uses ``node.price_per_hour(pricing) / accelerators_per_node`` per accelerator-hour.
+    The cost uses ``node.price_per_hour(pricing) / accelerators_per_node`` per accelerator-hour; a committed
+    term (reserved modes) is billed in full even when the job is shorter, as the report bills it.
     """
     from hwmodels.predict.spec import parse_spec
 
@@ -169,6 +171,7 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
         raise ModelInputError(f"accelerators: must be >= 1, got {accelerators}")
     cal = calibration or calibrate(node, points)
     price = node.price_per_accelerator_hour(pricing) if pricing else None
+    billed = node.pricing[pricing].min_billed_hours if pricing else 0.0  # a committed term bills in full
     seq = spec.seq_len
     gb = global_batch or default_global_batch(seq)
     fixed = (layout != "auto" and tp is not None and pp is not None and sharding is not None
@@ -181,11 +184,11 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
                      recompute=activation_checkpointing, sequence_parallel=tp > 1, precision=precision)
         return make_prediction(spec, cal, lay, hardware=node.id, accelerators=accelerators, global_batch=gb,
                                seq_len=seq, tokens=tokens, usd_per_accelerator_hour=price, pricing=pricing, eta=eta,
-                               error_path=error_path)
+                               error_path=error_path, min_billed_hours=billed)
     return search(spec, cal, hardware=node.id, accelerators=accelerators, global_batch=gb, seq_len=seq,
                   precision=precision, tp=tp, pp=pp, sharding=sharding, micro_batch=micro_batch,
                   recompute=activation_checkpointing, tokens=tokens, usd_per_accelerator_hour=price,
-                  pricing=pricing, eta=eta, error_path=error_path)
+                  pricing=pricing, eta=eta, error_path=error_path, min_billed_hours=billed)
 
 
 def search_all(spec: ModelSpec, catalog: Iterable[Any], *, accelerators: int, **kw: Any) -> dict[str, SearchResult]:
