@@ -38,6 +38,7 @@ from hwmodels.comms import AlphaBeta, CommsModel, LinkModel, busbw_factor  # noq
 REF = ROOT / "data" / "reference" / "nccl_tests"
 FIT_MIN, FIT_MAX, TEST_MIN = int(os.environ.get("FIT_MIN", 32 * 2**10)), 256 * 2**20, 2**30
 LEVEL = 0.90
+USE_CEILING = os.environ.get("CEILING", "1") != "0"
 #: (fit on, predict) pairs of the same system, all_reduce -> all_gather in bus bytes
 CROSS_COLLECTIVE = (("gcp_a3mega_2node_16gpu_all_reduce", "mg_cafe_a3mega_2node_16gpu_all_gather"),)
 
@@ -64,10 +65,22 @@ def load(entry: dict):
     return log, s[keep], t[keep], ti[keep], b[keep]
 
 
-def fit_ramp(entry: dict, s, t, ti, *, link=None):
+def link_for(entry: dict, cat):
+    """The catalog node's link model, with the system's own NIC figure where sources.toml states one."""
+    if not entry.get("node"):
+        return None
+    over = {}
+    if "inter_node_Gbps" in entry:  # e.g. A3 Mega: 8 x 200 Gbps, not the catalog h100-sxm (p5) 3200 Gbps
+        node = cat.get(entry["node"])
+        over["inter_bytes_per_s"] = entry["inter_node_Gbps"] * 1e9 / 8 / node.accelerators_per_node
+        over["source"] = f"catalog {entry['node']} [links], NICs {entry['inter_node_Gbps']} Gb/s per node (sources.toml)"
+    return LinkModel.from_node(cat.get(entry["node"]), **over)
+
+
+def fit_ramp(entry: dict, s, t, ti, *, link=None, ceiling=None):
     m = (s >= FIT_MIN) & (s <= FIT_MAX) & (t > 0) & (ti > 0)
-    return CommsModel(collective=entry["collective"]).fit(np.r_[s[m], s[m]], time_s=np.r_[t[m], ti[m]],
-                                                          ranks=entry["ranks"], link=link)
+    return CommsModel(collective=entry["collective"], max_busbw=ceiling).fit(
+        np.r_[s[m], s[m]], time_s=np.r_[t[m], ti[m]], ranks=entry["ranks"], link=link)
 
 
 def _row(si, truth, p, i):
@@ -86,11 +99,13 @@ def main() -> int:
     fits = {}
     for key, e in sources.items():
         log, s, t, ti, b = load(e)
-        res = fit_ramp(e, s, t, ti)
+        link = link_for(e, cat)
+        # the catalog's line-rate ceiling (flat ring across domains), off with CEILING=0
+        ceiling = link.network_ceiling(e["collective"], e["ranks"]) if link and USE_CEILING else None
+        res = fit_ramp(e, s, t, ti, ceiling=ceiling)
         fits[key] = res
         m = (s >= FIT_MIN) & (s <= FIT_MAX)
         ab = AlphaBeta(collective=e["collective"]).fit(np.r_[s[m], s[m]], time_s=np.r_[t[m], ti[m]], ranks=e["ranks"])
-        link = LinkModel.from_node(cat.get(e["node"])) if e.get("node") else None
         h = s >= TEST_MIN
         p = res.predict(s[h], alpha=1 - LEVEL)
         p_ab = ab.predict_busbw(s[h])
@@ -100,7 +115,8 @@ def main() -> int:
         print(f"  ramp fit: alpha {res.alpha_s * 1e6:.3g} us, fill {res.fill_s * 1e6:.3g} us, B_inf "
               f"{res.busbw_inf / 1e9:.4g} GB/s, residual sd(ln t) {np.sqrt(res.s2_pred):.3f}, regimes "
               f"{len(res.regimes)}{' (switch at ' + ', '.join(f'{x / 2**20:g} MiB' for x in sw) + ')' if sw else ''}"
-              f"{'; at bound: ' + ', '.join(res.meta['at_bound']) if res.meta['at_bound'] else ''}")
+              f"{'; at bound: ' + ', '.join(res.meta['at_bound']) if res.meta['at_bound'] else ''}"
+              f"{f'; B_inf ceiling {ceiling / 1e9:.0f} GB/s (line rate)' if ceiling else ''}")
         print(f"  {'size':>6} {'published':>9} {'ramp':>7} {'90% PI':>17} {'err':>7} {'cov':>4} | {'alpha-beta':>10} "
               f"{'err':>7} | {'link':>6} {'err':>7}")
         for i, si in enumerate(s[h]):
@@ -137,14 +153,15 @@ def main() -> int:
         _, s, _, _, b = load(e)
         h = s >= TEST_MIN
         ar = fits[src]
-        # same ranks and placement: the busbw ramp carries over unchanged (busbw is comparable across collectives)
-        t = CommsModel(collective=e["collective"])  # noqa: F841 (documents the target collective)
         f_ar, f_ag = busbw_factor(ar.collective, ar.ranks), busbw_factor(e["collective"], e["ranks"])
         p_ar = ar.predict(s[h] * f_ag / f_ar, alpha=1 - LEVEL)  # the all_reduce size with the same bus bytes
-        p = {k: p_ar[k] for k in ("busbw", "busbw_lo", "busbw_hi")}
-        print(f"cross-collective: fit {src} ({ar.collective}) -> predict {dst} ({e['collective']}) at equal bus bytes")
-        for i, si in enumerate(s[h]):
-            print(_row(si, b[h][i], p, i)[2])
+        link = link_for(e, cat)
+        ratio = link.busbw_inf(e["collective"], e["ranks"]) / link.busbw_inf(ar.collective, ar.ranks)
+        for label, r in (("equal busbw", 1.0), (f"x link-model ratio {ratio:.3f} ({e['node']})", ratio)):
+            p = {k: p_ar[k] * r for k in ("busbw", "busbw_lo", "busbw_hi")}
+            print(f"cross-collective: fit {src} ({ar.collective}) -> predict {dst} ({e['collective']}), {label}")
+            for i, si in enumerate(s[h]):
+                print(_row(si, b[h][i], p, i)[2])
         print()
     print(f"{'curve':40} {'collective':>10} {'max |err| ramp':>14} {'covered':>8} {'max |err| a-b':>13} "
           f"{'max |err| link':>14}")

@@ -51,6 +51,14 @@ at least 3x the latency floor, and both sides keep >= 4 distinct sizes, the
 sweep is split and each regime fitted on its own; sizes beyond the sweep use
 the top regime (on the 2 x A3 Mega curve: a switch at 32 MiB).
 
+**Ceiling** (``CommsModel(max_busbw=...)``): a sweep fitted only up to a few
+hundred MiB that is still ramping there can extrapolate ``B_inf`` past what
+the wire carries (2 x GCP A4 B200 all_gather, fitted to 256 MiB: ``B_inf``
+683 GB/s on 8 x 50 GB/s of NICs). Where the link model knows a hard bound
+(:meth:`LinkModel.network_ceiling`: across domains, the NICs' line rate
+through NCCL's flat ring for all_gather/reduce_scatter, and for all_reduce the
+whole result entering every domain) it bounds ``B_inf`` from above in the fit.
+
 **Intervals**: replicates (out-of-place and in-place columns, repeated
 sweeps) are averaged per size before fitting, so a regime's degrees of
 freedom count distinct sizes (replicates say nothing about the shape); the
@@ -66,7 +74,10 @@ bus bytes per byte on NVLink) and crosses the network with every accelerator's
 own NIC carrying ``1/k`` of the data (``F(N)/k`` per byte at
 ``INTER_EFFICIENCY x inter_node_bytes_per_s_per_accelerator``), the two stages
 pipelined so the slower sets the rate (NCCL's hierarchical/tree algorithms,
-PXN; alltoall cannot aggregate and sendrecv crosses one NIC). A fitted
+PXN; alltoall cannot aggregate and sendrecv crosses one NIC). all_gather and
+reduce_scatter have no tree in NCCL: across domains they run one flat ring,
+whose every link carries ``F(n)`` per byte, so their busbw is
+``min(intra, k x NIC)`` (``RING_ACROSS_DOMAINS``). A fitted
 :class:`CommsResult` projects to another rank count through the ratio of the
 link model's busbw (``with_link``) and ring/tree scaling of its latencies.
 
@@ -291,11 +302,14 @@ class Regime:
                 "busbw_inf_bytes_per_s": float(1 / inv), "n": self.n, "dof": self.dof}
 
 
-def _fit_regime(s_eff: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
+def _fit_regime(s_eff: np.ndarray, t: np.ndarray, max_busbw: float | None = None
+                ) -> tuple[np.ndarray, np.ndarray, float, int]:
     from scipy.optimize import least_squares
 
     y = np.log(t)
     lb = np.log([1e-9, 1e-12, 1e-16])  # 1 ns, 1 ps, 1e16 B/s: far outside any real collective
+    if max_busbw is not None:  # a physical ceiling on B_inf (CommsModel.max_busbw)
+        lb[2] = -math.log(max_busbw)
     ub = np.log([10.0, 10.0, 1e-3])  # 10 s, 10 s, 1 kB/s
     best = None
     tail = np.argsort(s_eff)[-1]
@@ -482,6 +496,11 @@ class CommsModel:
     ``regimes="auto"`` splits the sweep where NCCL visibly switches algorithm
     or protocol (module docstring, "Regimes"); ``"single"`` fits one ramp.
     ``min_size_bytes`` / ``max_size_bytes`` restrict the sizes used.
+    ``max_busbw`` (B/s) bounds every regime's ``B_inf`` from above: a physical
+    ceiling such as :meth:`LinkModel.network_ceiling` (a flat ring across
+    domains cannot beat its NICs' line rate). Without it a sweep that stops
+    while still ramping can extrapolate past the wire (module docstring,
+    "Ceiling").
     """
 
     collective: str = "all_reduce"
@@ -489,8 +508,11 @@ class CommsModel:
     latency_scaling: str = "ring"
     min_size_bytes: float = 0.0
     max_size_bytes: float = math.inf
+    max_busbw: float | None = None
 
     def __post_init__(self) -> None:
+        if self.max_busbw is not None and not (math.isfinite(self.max_busbw) and self.max_busbw > 0):
+            raise ModelInputError(f"comms.max_busbw must be a positive number of bytes/s, got {self.max_busbw!r}")
         if self.collective not in BUSBW_FACTORS:
             raise choices_error("comms.collective", self.collective, BUSBW_FACTORS)
         if self.regimes not in REGIME_MODES:
@@ -537,7 +559,7 @@ class CommsModel:
         dof_within = int(s.size - sizes.size)
         s2_within = float(np.einsum("i,i->", dev, dev) / dof_within) if dof_within > 0 else 0.0
         for a, b in zip(bounds[:-1], bounds[1:]):
-            theta, cov, rss, dof, at_bound = _fit_regime(f * sizes[a:b], t_geo[a:b])
+            theta, cov, rss, dof, at_bound = _fit_regime(f * sizes[a:b], t_geo[a:b], self.max_busbw)
             regimes.append(Regime(lo_bytes=float(sizes[a]), hi_bytes=float(sizes[b - 1]), theta=theta, cov=cov,
                                   n=int(b - a), dof=dof, rss=rss))
             rss_tot += rss
@@ -548,7 +570,7 @@ class CommsModel:
         s2_pred = max(s2_top, s2_pool) + s2_within
         res = CommsResult(model=f"comms_ramp[{self.collective}]", names=("ln_alpha_s", "ln_fill_s", "ln_inv_busbw"),
                           values=top.theta, cov=top.cov, n=int(s.size), dof=top.dof, rss=top.rss,
-                          meta={"fit_space": "ln time", "regimes": len(regimes),
+                          meta={"fit_space": "ln time", "regimes": len(regimes), "max_busbw": self.max_busbw,
                                 "switches_at_bytes": [float(sizes[i]) for i in starts],
                                 "at_bound": [n for n, hit in zip(("alpha_s", "fill_s", "busbw_inf_bytes_per_s"),
                                                                  at_bound) if hit]},
@@ -576,6 +598,14 @@ INTER_ALPHA_S = 70e-6
 INTRA_FILL_S = 8e-6
 INTER_FILL_S = 80e-6
 INTER_ALGORITHMS = ("tree", "ring")
+#: collectives NCCL runs across domains as one flat ring (no hierarchy): its Tree/NVLSTree algorithms "only apply to
+#: allreduce (they could also probably apply to broadcast / reduce, but not to reducescatter/allgather)" (S. Jeaugey,
+#: NVIDIA/nccl#1413, 2024-08-23; again NVIDIA/nccl#1473, 2024-10-09, where PAT, NCCL 2.23, is the only alternative
+#: and "only support[s] one GPU per node"). A flat ring crosses each domain boundary with (n-1)/n of the data per
+#: channel, one channel per NIC, so across domains busbw = min(intra, k x NIC): half the hierarchical bound at
+#: two domains (public curves: 2 x A3 Mega all_gather 188.8 GB/s busbw = 0.94 x the 8 x 25 GB/s NICs, where the
+#: same system's tree all_reduce reaches 338.8 GB/s; 2 x GCP A4 B200 376.4 GB/s = 0.94 x 8 x 50 GB/s).
+RING_ACROSS_DOMAINS = ("all_gather", "reduce_scatter")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -665,10 +695,38 @@ class LinkModel:
             per_byte = max((k - 1) / n / bi, (n - k) / n / bn)  # no aggregation: each NIC sends its own share
         elif collective == "sendrecv":
             per_byte = 1.0 / bn  # a pair across domains meets on one NIC
+        elif collective in RING_ACROSS_DOMAINS:
+            # one flat ring over all n ranks: every rank's link, NVLink or its own NIC, carries F(n) S
+            per_byte = max(f_n / bi if k > 1 else 0.0, f_n / k / bn)
         else:
             per_byte = max(busbw_factor(collective, k) / bi if k > 1 else 0.0,
                            busbw_factor(collective, nodes) / k / bn)
         return f_n / per_byte
+
+    def network_ceiling(self, collective: str, ranks: float) -> float | None:
+        """Line-rate ceiling (B/s) on the busbw of ``collective`` on ``ranks``, or None where there is none.
+
+        Line rate (efficiency 1) of the domain's ``k`` NICs, ``B = k x
+        inter_bytes_per_s``, across domains only:
+
+        * all_gather / reduce_scatter (``RING_ACROSS_DOMAINS``): NCCL's flat
+          ring sends ``F(n)`` per byte through the NICs, so busbw <= ``B``;
+        * all_reduce: every domain must receive the whole ``S``-byte result,
+          whatever the algorithm (ring, tree, or SHARP reducing in the
+          switches), so ``t >= S / B`` and busbw <= ``F(n) B``.
+
+        Inside one domain no ceiling is claimed (in-switch NVLS reductions and
+        multicast beat the links' ring bound: 8 x H100 NVLS all_reduce reaches
+        ~480 GB/s busbw on 450 GB/s links); nor for the other collectives.
+        """
+        k, nodes = self.levels(ranks)
+        if nodes == 1:
+            return None
+        if collective in RING_ACROSS_DOMAINS:
+            return k * self.inter_bytes_per_s
+        if collective == "all_reduce":
+            return busbw_factor(collective, ranks) * k * self.inter_bytes_per_s
+        return None
 
     def latency(self, ranks: float) -> tuple[float, float]:
         """(alpha_s, fill_s): intra-domain figures, or the network's scaled with the domain count.

@@ -178,6 +178,65 @@ def test_hierarchical_busbw_formulas():
     assert lm.busbw_inf("sendrecv", 16) == pytest.approx(bn)
 
 
+def test_all_gather_and_reduce_scatter_cross_domains_on_one_flat_ring():
+    """NCCL has no tree for all_gather/reduce_scatter (NVIDIA/nccl#1413): across domains busbw = min(intra, k NIC)."""
+    lm = LinkModel.from_node(H100_LIKE)
+    bi, bn = INTRA_EFFICIENCY * 450e9, INTER_EFFICIENCY * 50e9
+    for coll in ("all_gather", "reduce_scatter"):
+        assert lm.busbw_inf(coll, 8) == pytest.approx(bi)  # one domain: unchanged
+        assert lm.busbw_inf(coll, 16) == pytest.approx(min(bi, 8 * bn))
+        assert lm.busbw_inf(coll, 8 * 64) == pytest.approx(min(bi, 8 * bn))  # a ring does not aggregate
+        # one rank per domain (a DP group under tp = 8): the rank's own NIC, as for any collective
+        assert LinkModel.from_node(H100_LIKE, scale_up_size=1).busbw_inf(coll, 16) == pytest.approx(bn)
+    # the tree all_reduce of two domains sends half the bytes through the NICs: above the ring's NIC bound
+    slow_nic = LinkModel.from_node(H100_LIKE, inter_bytes_per_s=25e9)
+    assert slow_nic.busbw_inf("all_reduce", 16) > 1.5 * slow_nic.busbw_inf("all_gather", 16)
+
+
+def test_network_ceiling_only_where_a_flat_ring_crosses_the_network():
+    lm = LinkModel.from_node(H100_LIKE)
+    assert lm.network_ceiling("all_gather", 8) is None  # NVLS multicast inside a domain: no claim
+    assert lm.network_ceiling("reduce_scatter", 16) == pytest.approx(8 * 50e9)
+    # all_reduce: the whole result must enter each domain, t >= S / (k NIC), whatever the algorithm (even SHARP)
+    assert lm.network_ceiling("all_reduce", 16) == pytest.approx(busbw_factor("all_reduce", 16) * 8 * 50e9)
+    assert lm.network_ceiling("alltoall", 16) is None
+
+
+def test_max_busbw_bounds_an_extrapolated_ramp():
+    f = busbw_factor("all_gather", 16)
+    s = 2.0 ** np.arange(15, 29)  # 32 KiB .. 256 MiB, still ramping at the top
+    t = 40e-6 + (np.sqrt(400e-6) + np.sqrt(f * s / 900e9)) ** 2
+    free = CommsModel(collective="all_gather", regimes="single").fit(s, time_s=t, ranks=16)
+    capped = CommsModel(collective="all_gather", regimes="single", max_busbw=500e9).fit(s, time_s=t, ranks=16)
+    assert free.busbw_inf == pytest.approx(900e9, rel=0.02)
+    assert capped.busbw_inf <= 500e9 * (1 + 1e-9) and "busbw_inf_bytes_per_s" in capped.meta["at_bound"]
+    assert capped.meta["max_busbw"] == 500e9
+    for bad in (0.0, -1.0, math.inf):
+        with pytest.raises(ModelInputError, match="comms.max_busbw"):
+            CommsModel(max_busbw=bad)
+
+
+def test_public_gcp_a4_all_gather_fit_to_256mib_under_the_nic_ceiling():
+    """2 x 8 B200 all_gather (esaaren/verl-on-gke): still ramping at 256 MiB; the catalog's NIC line rate holds it."""
+    from hwmodels.catalog import load_catalog
+    from hwmodels.nccl_tests import parse_text
+
+    path = ROOT / "data/reference/nccl_tests/gcp_a4_2node_16gpu_all_gather.log"
+    (log,) = parse_text(path.read_text(), path=str(path), ranks=16)
+    s, t, b = log.arrays()
+    _, ti, _ = log.arrays(inplace=True)
+    m = (s >= 32 * KiB) & (s <= 256 * MiB)
+    ceiling = LinkModel.from_node(load_catalog().get("b200")).network_ceiling("all_gather", 16)
+    assert ceiling == pytest.approx(400e9)  # 3200 Gb/s per node over 8 GPUs, line rate
+    fit = lambda mx: CommsModel(collective="all_gather", max_busbw=mx).fit(  # noqa: E731
+        np.r_[s[m], s[m]], time_s=np.r_[t[m], ti[m]], ranks=16)
+    h = s >= GiB
+    p = fit(ceiling).predict(s[h], alpha=0.1)
+    assert np.all(np.abs(p["busbw"] / b[h] - 1) < 0.10)
+    assert np.all((p["busbw_lo"] <= b[h]) & (b[h] <= p["busbw_hi"]))
+    assert np.all(fit(None).predict_busbw(s[h]) / b[h] - 1 > 0.3)  # unbounded, it overshoots the wire
+
+
 def test_link_model_on_catalog_node_and_bad_inputs():
     from hwmodels.catalog import load_catalog
 
