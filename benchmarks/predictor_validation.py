@@ -57,6 +57,25 @@ ETAS = np.round(np.arange(0.30, 1.301, 0.02), 3)
 COMMS = (1.0, 0.7, 0.5, 0.35, 0.25, 0.18)
 GRID = [(float(e), c) for e in ETAS for c in COMMS]  # (eta, comm_eff)
 BASELINE_MFU = 0.35
+#: Attention implementation of a published source where it is not FlashAttention-2 (the predictor's default), in
+#: order of preference; the first one the node has a published curve for is priced
+#: (``Calibration.with_attention_kernel``). llm-foundry's benchmark tables
+#: (scripts/train/benchmarking/README.md): ``submit_benchmarks.py`` defaults to ``--attn_impl triton`` and
+#: ``sweep.sh`` never overrides it, in the commits that added the tables (300cc5c58 2023-05-03: A100 40GB;
+#: b2a43a147 2023-10-19: A100 80GB, H100 BF16 and FP8; 5e85bd62d 2024-01-06: H100 >= 128 GPUs); ``triton`` runs
+#: llm-foundry's copy of the FlashAttention Triton kernel (llmfoundry/models/layers/flash_attn_triton.py, v0.3.0).
+#: No Triton curve is published for H100: FlashAttention v1 stands in (on A100 the two published curves are
+#: within 4-10% of each other, causal head dim 128).
+ATTENTION_BY_SOURCE = (("llm-foundry/blob/main/scripts/train/benchmarking", ("flash_attn_triton", "flash_attn_1")),)
+
+
+def attention_kernel(row: dict, cal) -> str:
+    """The attention implementation a published row ran (ATTENTION_BY_SOURCE), among those ``cal`` has a curve for."""
+    have = cal.attention_kernels()
+    for key, kernels in ATTENTION_BY_SOURCE:
+        if key in row.get("source", ""):
+            return next((k for k in kernels if k in have), have[0])
+    return have[0]
 
 
 def family(framework: str) -> str:
@@ -88,7 +107,10 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         node = catalog.get(hw)
         if hw not in cals:
             cals[hw] = calibrate(node)
-        cal = cals[hw]
+        kern = attention_kernel(r, cals[hw])
+        if (hw, kern) not in cals:
+            cals[(hw, kern)] = cals[hw].with_attention_kernel(kern)
+        cal = cals[(hw, kern)]
         try:
             spec = parse_spec(r["model"]).with_seq_len(_int(r["seq_len"]))
         except ModelInputError as exc:
@@ -141,7 +163,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 skipped.append(f"{rid}: no layout fits with the stated fields")
                 continue
             lay = res.best.layout
-        out.append(dict(row=r, id=rid, hw=hw, fam=family(r["framework"]), spec=spec, cal=cal, layout=lay,
+        out.append(dict(row=r, id=rid, hw=hw, fam=family(r["framework"]), spec=spec, cal=cal, layout=lay, attn=kern,
                         gb=gb, n=n, target=target, tkind=tkind, searched=not fixed, peak=peak, fpt=fpt,
                         source=r["source"].split(" ")[0][:80], search_s=time.perf_counter() - t0))
     return out, skipped
@@ -254,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{p['id'][:44]:44s} {p['hw']:14s} {p['fam']:12s} {p['target']:10.1f} {loo_tps[i]:10.1f} "
                   f"{loo[i]:+7.1%} {loho[i]:+7.1%} {b35[i]:+7.1%} {bavg[i]:+7.1%} "
                   f"dp{lay.dp} tp{lay.tp} pp{lay.pp} v{lay.interleave} mb{lay.micro_batch} {lay.sharding} "
-                  f"{lay.recompute}{' (searched)' if p['searched'] else ''}")
+                  f"{lay.recompute}{' (searched)' if p['searched'] else ''}"
+                  f"{'' if p['attn'] == 'flash_attn_2' else ' attn=' + p['attn']}")
     hws = sorted({p["hw"] for p in preds})
 
     def per_hw(errs):

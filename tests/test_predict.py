@@ -412,3 +412,44 @@ def test_predict_workload_local_closed_loop(cat):
     for name, cfg in (("timeseries_forecaster", {"hidden": 32, "context": 64}), ("mlp_regressor", {"hidden": 64})):
         out = predict_workload(name, {**cfg, "batch_size": 32}, cal)
         assert out["step_time_s"] > 0 and set(out["breakdown_s"]) >= {"compute", "memory_bound"}
+
+
+# ------------------------------------------------------------------------------- attention kernels
+def test_attention_kernel_curves_from_published_rows(cat):
+    """Each implementation's published fwd+bwd curve prices its own rate; rows without kernel= are FlashAttention-2."""
+    h100 = calibrate(cat.get("h100-sxm"))
+    assert h100.attention_kernels()[0] == "flash_attn_2"
+    assert "flash_attn_1" in h100.attention_kernels()
+    flops = 1e12
+    # FlashAttention-2 causal hd128 on H100 reaches 328 TFLOP/s at 16k (published.csv), FlashAttention v1 137
+    fa2 = flops / h100.attention_time(flops, 16384, "bf16") / 1e12
+    fa1 = flops / h100.with_attention_kernel("flash_attn_1").attention_time(flops, 16384, "bf16") / 1e12
+    assert 300 < fa2 < 345 and 125 < fa1 < 145
+    # beyond the longest published sequence the rate stays on the plateau: 64k within 3% of 16k, never above
+    # the non-causal 16k rate (338 TFLOP/s)
+    fa2_64k = flops / h100.attention_time(flops, 65536, "bf16") / 1e12
+    assert fa2 <= fa2_64k < min(fa2 * 1.03, 338.0)
+    # the same object when asked for the kernel it already prices; a helpful error for one without a curve
+    assert h100.with_attention_kernel("flash_attn_2") is h100
+    with pytest.raises(ModelInputError, match="flash_attn_1"):
+        h100.with_attention_kernel("flash_attn_triton")
+    a100 = calibrate(cat.get("a100-40gb-sxm"))
+    tri = a100.with_attention_kernel("flash_attn_triton")
+    assert 75 < flops / tri.attention_time(flops, 16384, "bf16") / 1e12 < 85  # published 80 TFLOP/s at 16k
+    assert "FlashAttention Triton" in tri.attention_eff.source and tri.extra["attention_kernel"] == "flash_attn_triton"
+    # a slower attention kernel makes a step slower and nothing else
+    spec = preset("llama2-7b")
+    lay = Layout(dp=8, micro_batch=1, sharding="full_shard", recompute="full")
+    a = step_times(spec, a100, lay, global_batch=8, seq_len=8192)
+    b = step_times(spec, tri, lay, global_batch=8, seq_len=8192)
+    assert b.compute > a.compute and b.memory_bound == a.memory_bound
+
+
+def test_validation_picks_the_attention_kernel_a_source_ran(cat):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    a100, h100 = calibrate(cat.get("a100-80gb-sxm")), calibrate(cat.get("h100-sxm"))
+    lf = {"source": "https://github.com/mosaicml/llm-foundry/blob/main/scripts/train/benchmarking/README.md"}
+    assert V.attention_kernel(lf, a100) == "flash_attn_triton"
+    assert V.attention_kernel(lf, h100) == "flash_attn_1"  # no Triton curve published for H100
+    assert V.attention_kernel({"source": "https://github.com/pytorch/torchtitan"}, h100) == "flash_attn_2"

@@ -52,7 +52,7 @@ import csv
 import math
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -162,6 +162,13 @@ ATTN_EFF = {"a100-80gb-sxm": (0.60, "FlashAttention-2 on A100 (Dao 2023, arXiv:2
             "h200-sxm": (0.34, "FlashAttention-2 on H100 SXM5 (Dao 2023, Fig. 7), same Hopper SM as H200")}
 ATTN_EFF_DEFAULT = 0.40  # (d) no flash-attention figure for this node: 0.4 (between Hopper-FA2 0.34 and Ampere 0.60)
 ATTN_S_HALF = 384.0  # attention kernels lose efficiency at short sequences: FA2 Fig. 4, 512 tokens ~55-60% of the 16k rate
+#: the attention implementation ``attention="flash"`` means unless told otherwise; published.csv rows without a
+#: ``kernel=`` condition are FlashAttention-2. Other kernels (``flash_attn_1``: FlashAttention v1 CUDA;
+#: ``flash_attn_triton``: the Triton kernel llm-foundry's ``attn_impl: triton`` runs) are calibrated from their own
+#: published curves and selected with :meth:`Calibration.with_attention_kernel`.
+DEFAULT_ATTENTION_KERNEL = "flash_attn_2"
+ATTENTION_KERNEL_NAMES = {"flash_attn_2": "FlashAttention-2", "flash_attn_1": "FlashAttention (v1)",
+                          "flash_attn_triton": "FlashAttention Triton"}
 LAUNCH_FLOOR_S = {"gpu": 4e-6, "tpu": 2e-6, "accelerator": 6e-6, "cpu": 2e-6}
 # per-kernel floor: CUDA launch + inter-kernel gap 2.5-5 us (NVIDIA Nsight Systems traces of small kernels; PyTorch
 # "CUDA graphs" blog 2021 quotes "a few microseconds"); TPU/XLA fused programs launch less often.
@@ -268,6 +275,25 @@ class Calibration:
         host thread that dispatches them) rather than hiding under the previous op (a GPU queues kernels
         asynchronously, so an op costs the larger of its run time and its launch)."""
         return self.kind == "cpu"
+
+    def attention_kernels(self) -> tuple[str, ...]:
+        """Attention implementations this calibration has a rate for (the default first)."""
+        return (str(self.extra.get("attention_kernel", DEFAULT_ATTENTION_KERNEL)),
+                *sorted(k for k in self.extra.get("attention_curves", {})
+                        if k != self.extra.get("attention_kernel", DEFAULT_ATTENTION_KERNEL)))
+
+    def with_attention_kernel(self, kernel: str) -> Calibration:
+        """This calibration with the attention rate of another implementation's published curve (e.g. a framework
+        that runs FlashAttention v1 or a Triton kernel instead of FlashAttention-2); the same object when
+        ``kernel`` is already the one priced. Raises a choices error naming the kernels that have a curve."""
+        if kernel == self.extra.get("attention_kernel", DEFAULT_ATTENTION_KERNEL):
+            return self
+        curves = self.extra.get("attention_curves", {})
+        if kernel not in curves:
+            raise choices_error(f"{self.node_id}.attention_kernel", kernel, self.attention_kernels())
+        rate, s_half = curves[kernel]
+        return replace(self, attention_eff=rate,
+                       extra={**self.extra, "attention_s_half": s_half, "attention_kernel": kernel})
 
     def attention_time(self, flops: float, seq_len: int, dtype: str) -> float:
         sh = self.extra.get("attention_s_half", ATTN_S_HALF)
@@ -526,6 +552,13 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         fit = _fit_attention(pub, peak)
         if fit is not None:
             attn, attn_s_half = fit
+    # other implementations' published curves (kernel=... rows), for frameworks that run them
+    attn_curves = {}
+    for kern in sorted({_cond(r.get("condition", "")).get("kernel", DEFAULT_ATTENTION_KERNEL) for r in pub
+                        if r.get("quantity") == "attention_tflops"} - {DEFAULT_ATTENTION_KERNEL}):
+        fit = _fit_attention(pub, peak, kernel=kern)
+        if fit is not None:
+            attn_curves[kern] = fit
     if attn is None and use_published and nid in ATTN_EFF:
         v, src = ATTN_EFF[nid]
         attn = Rate(value=v, kind="published", source=src, rel_sigma=0.15)
@@ -577,20 +610,28 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         accelerators_per_node=node.accelerators_per_node,
         scale_up_size=max(1, int(getattr(node, "scale_up_size", 0) or node.accelerators_per_node)),
         memory_capacity_bytes=node.memory_capacity_bytes,
-        extra={**({"gemm_curve": gemm_curve} if gemm_curve else {}), "attention_s_half": attn_s_half},
+        extra={**({"gemm_curve": gemm_curve} if gemm_curve else {}), "attention_s_half": attn_s_half,
+               **({"attention_curves": attn_curves} if attn_curves else {})},
         elementwise_bw=elementwise,
         host_op_s=host_op, optimizer_host=tuple(sorted(opt_host)), optimizer_host_source=opt_src,
     )
 
 
-def _fit_attention(pub: list[dict[str, str]], peak: Mapping[str, float]) -> tuple[Rate, float] | None:
-    """Published flash-attention fwd+bwd TFLOP/s vs sequence length -> (eff_max, s_half) of
-    ``eff(s) = eff_max s / (s + s_half)`` (least squares over an s_half grid); causal rows preferred."""
+def _fit_attention(pub: list[dict[str, str]], peak: Mapping[str, float], kernel: str = DEFAULT_ATTENTION_KERNEL
+                   ) -> tuple[Rate, float] | None:
+    """Published fwd+bwd TFLOP/s of one attention implementation (``kernel``; rows without a ``kernel=``
+    condition are FlashAttention-2) vs sequence length -> (eff_max, s_half) of ``eff(s) = eff_max s / (s + s_half)``
+    (least squares over an s_half grid); causal rows preferred. Beyond the longest published sequence the rate
+    stays at the curve's plateau: a causal kernel's rate rises towards its non-causal rate as the masked diagonal
+    blocks' share (~ block / s) shrinks, and FlashAttention-2's causal 16k rate is already within 3% of its
+    non-causal one (328 vs 338 TFLOP/s on H100, 189 vs 203 on A100), so the plateau is not optimistic."""
     pts: dict[bool, list[tuple[float, float, str]]] = {True: [], False: []}
     for r in pub:
         if r.get("quantity") != "attention_tflops":
             continue
         c = _cond(r.get("condition", ""))
+        if c.get("kernel", DEFAULT_ATTENTION_KERNEL) != kernel:
+            continue
         if c.get("pass", "fwd_bwd") != "fwd_bwd" or c.get("head_dim", "128") not in ("128",):
             continue
         dt = c.get("dtype", "bf16")
@@ -612,7 +653,8 @@ def _fit_attention(pub: list[dict[str, str]], peak: Mapping[str, float]) -> tupl
     _, emax, sh = best
     kind = "causal" if use is pts[True] else "non-causal (no causal curve published; causal kernels run ~5-10% slower)"
     return (Rate(value=min(emax, 1.0), kind="published", rel_sigma=0.1,
-                 source=f"{use[0][2]}; FlashAttention-2 fwd+bwd, head_dim 128, {kind}, {len(use)} sequence lengths; "
+                 source=f"{use[0][2]}; {ATTENTION_KERNEL_NAMES.get(kernel, kernel)} fwd+bwd, head_dim 128, {kind}, "
+                        f"{len(use)} sequence lengths; "
                         f"eff(s) = {emax:.3f} s/(s + {sh:.0f}) (data/calibration/published.csv)"), sh)
 
 
