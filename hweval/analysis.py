@@ -64,6 +64,7 @@ STALE_PRICE_RANGE = 0.25
 #: STREAM working sets below this are labelled cache-resident (32 MiB: the L3 of one AMD Zen 4 CCD,
 #: AMD EPYC 9004 product brief; H100's L2 is 50 MB, so on GPUs the label is conservative)
 CACHE_RESIDENT_BYTES = 32 * 2**20
+NOISY_STEPS = 0.25  # step IQR / median above which a measured-vs-predicted check is flagged as disturbed
 HOST_PROBES = ("dispatch",)  # kernels/dispatch.py: calibrate the predictor's host cost, kept off the roofline
 MODE_WORDS = {"on_demand": "on-demand", "reserved": "reserved", "reserved_3y": "3-year reserved",
               "spot": "spot", "on_prem": "on-prem (owned, amortized)"}
@@ -161,6 +162,8 @@ class Measurements:
     noise_warnings: tuple[str, ...] = ()
     noise_floor_cv: float = 0.05
     noise_floor_source: str = "default 5% (no kernel measurements in the store)"
+    #: records of cell attempts that do not count (killed or failed, superseded: hwcore.records.Attempts)
+    set_aside: int = 0
 
 
 def _flat(rec: Any, name: str) -> dict[str, Any]:
@@ -170,14 +173,25 @@ def _flat(rec: Any, name: str) -> dict[str, Any]:
     return d
 
 
-def _latest_runs(recs: list[Any]) -> list[Any]:
-    """Per notebook, the records of its latest run only (run ids start with a UTC timestamp), so a plan run
-    again (``--force``) is analysed from its new measurements, not pooled with older ones."""
+def _latest_runs(recs: list[Any], cells: list[Any]) -> tuple[list[Any], int]:
+    """The records that count, and how many were set aside.
+
+    A plan cell's records (``cell_id`` set): those of its one counted attempt
+    (:class:`hwcore.records.Attempts`: the latest that ended ok), so a killed
+    attempt's rows are not counted beside its ``--resume``'s, and a plan run
+    again (``--force``) is analysed from its new measurements. Records without
+    a cell (older stores): per notebook, those of its latest run only (run ids
+    start with a UTC timestamp).
+    """
+    from hwcore.records import current
+
+    kept, aside = current(recs, cells)
     latest: dict[str, str] = {}
-    for r in recs:
+    for r in kept:
         if r.notebook and r.run_id and r.run_id > latest.get(r.notebook, ""):
             latest[r.notebook] = r.run_id
-    return [r for r in recs if not r.notebook or not r.run_id or r.run_id == latest.get(r.notebook)]
+    out = [r for r in kept if r.cell_id or not r.notebook or not r.run_id or r.run_id == latest.get(r.notebook)]
+    return out, len(aside)
 
 
 def load_measurements(store: Store, plan: str | None) -> Measurements:
@@ -186,10 +200,11 @@ def load_measurements(store: Store, plan: str | None) -> Measurements:
     ``noise_floor_cv``: the harness's measured CV, the median over ok kernel measurements of
     IQR/median / 1.349 (the IQR of a normal is 1.349 sigma).
     """
-    from hwcore.records import KernelRecord, WorkloadRecord, read
+    from hwcore.records import CellRecord, KernelRecord, WorkloadRecord, read
 
-    kr = _latest_runs(read(store, KernelRecord, plan=plan))
-    wr = _latest_runs(read(store, WorkloadRecord, plan=plan))
+    cells = read(store, CellRecord, plan=plan)
+    kr, k_aside = _latest_runs(read(store, KernelRecord, plan=plan), cells)
+    wr, w_aside = _latest_runs(read(store, WorkloadRecord, plan=plan), cells)
     kernels = [_flat(r, r.kernel) for r in kr if r.kind == "kernel"]
     colls = [_flat(r, r.kernel) for r in kr if r.kind == "collective"]
     colls += [k for k in kernels if (k.get("params") or {}).get("world_size")]
@@ -217,7 +232,8 @@ def load_measurements(store: Store, plan: str | None) -> Measurements:
         cv = max(ratios[len(ratios) // 2] / 1.349, 0.005)
         src = f"harness's measured CV: median IQR/median / 1.349 over {len(ratios)} kernel measurements"
     return Measurements(kernels=tuple(kernels), collectives=tuple(colls), workloads=tuple(works),
-                        noise_warnings=tuple(dict.fromkeys(warns)), noise_floor_cv=cv, noise_floor_source=src)
+                        noise_warnings=tuple(dict.fromkeys(warns)), noise_floor_cv=cv, noise_floor_source=src,
+                        set_aside=k_aside + w_aside)
 
 
 def _flat_result(r: dict[str, Any]) -> dict[str, Any]:
@@ -581,6 +597,13 @@ class MeasuredCheck:
     predicted_hi_s: float | None
     calibration: str
     error: float | None  # predicted / measured - 1
+    #: step-to-step spread inside the runs: the median over runs of the step timer's IQR / median; above
+    #: NOISY_STEPS the steps were disturbed (a loaded machine) and the comparison says so
+    step_noise: float | None = None
+
+    @property
+    def noisy(self) -> bool:
+        return self.step_noise is not None and self.step_noise > NOISY_STEPS
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -655,7 +678,10 @@ def measured_checks(node: Any, m: Measurements, *, level: float = LEVEL) -> list
         fps = _num(runs[0].get("flops_per_step"))
         if not mfus and fps and prec in node.peaks:  # MFU against the catalog node's datasheet peak (PaLM app. B)
             mfus = [fps / mi["mean"] / node.peak_flops_per_s(prec, per="node")]
+        noise = [float(r["step_time_s"]["noise_ratio"]) for r in runs if isinstance(r.get("step_time_s"), dict)
+                 and _num(r["step_time_s"].get("noise_ratio")) is not None]
         out.append(MeasuredCheck(node=node.id, workload=name, config=cfg, repeats=len(runs),
+                                 step_noise=sorted(noise)[len(noise) // 2] if noise else None,
                                  measured_step_s=mi["mean"], measured_lo_s=mi["lo"], measured_hi_s=mi["hi"],
                                  measured_how=mi["how"], measured_mfu=sum(mfus) / len(mfus) if mfus else None,
                                  predicted_step_s=pred_s, predicted_lo_s=plo, predicted_hi_s=phi, calibration=calib,

@@ -284,10 +284,17 @@ def render(an: A.Analysis, report_dir: str | Path, *, title: str = "hweval procu
                  "Repeats": c.measured_how,
                  "Measured MFU": A._pct(c.measured_mfu) if c.measured_mfu is not None else "n/a",
                  "Predicted step": A.fmt_duration(c.predicted_step_s, ("s", 1.0)) if c.predicted_step_s else "n/a",
-                 "Predicted / measured": f"{c.error:+.0%}" if c.error is not None else "n/a",
+                 "Predicted / measured": (f"{c.error:+.0%}" if c.error is not None else "n/a")
+                 + (f" (steps disturbed: IQR {c.step_noise:.0%} of the median)" if c.noisy else ""),
                  "Calibration": c.calibration} for c in an.checks]
+        noisy = [c for c in an.checks if c.noisy]
         b.append(("html", _table(crow) + "<p class='note'>The same predictor that prices the job, calibrated from "
-                  "this machine's stored kernel measurements, predicts the measured workloads' step time.</p>"))
+                  "this machine's stored kernel measurements, predicts the measured workloads' step time.</p>"
+                  + (f"<p class='note'>{len(noisy)} of {len(an.checks)} measurements had steps whose spread "
+                     f"(IQR) exceeded {A.NOISY_STEPS:.0%} of their median: the machine was loaded while they ran "
+                     "(other processes, or several threads waiting on a busy core), so their measured step is not "
+                     "a fair test of the prediction; rerun them on a quiet machine (or with threads=1).</p>"
+                     if noisy else "")))
     else:
         b.append(("html", "<p class='note'>no measured single-process workload on a catalog node; run "
                           "02_workload_benchmark</p>"))
