@@ -453,3 +453,37 @@ def test_validation_picks_the_attention_kernel_a_source_ran(cat):
     assert V.attention_kernel(lf, a100) == "flash_attn_triton"
     assert V.attention_kernel(lf, h100) == "flash_attn_1"  # no Triton curve published for H100
     assert V.attention_kernel({"source": "https://github.com/pytorch/torchtitan"}, h100) == "flash_attn_2"
+
+
+# ------------------------------------------------------------------------------- fp8
+def test_fp8_cast_bytes_are_hand_counted():
+    """Delayed scaling (TE): 4 B per element of X and W in the forward, of G in the backward; dynamic (torchao): 6."""
+    s = parse_spec("d_model=1024,n_layers=1,n_heads=8,ffn_dim=4096,glu=false,vocab=1000")
+    t, d, f = 2 * 512, 1024, 4096
+    x_w = (t * d + d * 3 * d) + (t * d + d * d) + (t * d + d * f) + (t * f + f * d)  # qkv, attn_out, up, down
+    g = t * 3 * d + t * d + t * f + t * d
+    for recipe, per_el, launches in (("delayed", 4.0, 1), ("dynamic", 6.0, 2)):
+        ops = O.layer_ops(s, micro_batch=2, seq_len=512, precision="fp8", fp8_recipe=recipe, recompute="full")
+        casts = {o.phase: o for o in ops if o.name.startswith("fp8_cast")}
+        assert casts["fwd"].nbytes == per_el * x_w and casts["recompute"].nbytes == per_el * x_w
+        assert casts["bwd"].nbytes == per_el * g
+        assert casts["fwd"].launches == 8 * launches and casts["bwd"].launches == 4 * launches
+    assert not [o for o in O.layer_ops(s, micro_batch=2, seq_len=512, precision="bf16") if "fp8" in o.name]
+    # the LM head and the attention core are not cast (they stay in 16 bits)
+    assert not [o for o in O.head_ops(s, micro_batch=2, seq_len=512, precision="fp8") if "fp8" in o.name]
+    with pytest.raises(ModelInputError, match="delayed"):
+        O.layer_ops(s, micro_batch=1, seq_len=512, precision="fp8", fp8_recipe="blockwise")
+
+
+def test_fp8_gemm_small_k_falloff_scales_with_kernel_time(cat):
+    """fp8 runs the k loop at twice the bf16 rate on H100, so its K_HALF is 2 x 64 = 128 (fixed C store/prologue)."""
+    from hwmodels.predict.calibration import K_HALF, k_half
+    h100 = calibrate(cat.get("h100-sxm"))
+    assert k_half(h100.peak, "bf16") == K_HALF == 64.0
+    assert k_half(h100.peak, "fp8") == pytest.approx(K_HALF * h100.peak["fp8"] / h100.peak["bf16"]) == \
+        pytest.approx(128.0, rel=0.01)
+    big, small = (8192, 8192, 8192), (8192, 8192, 256)
+    r16 = h100.gemm_eff(*small, "bf16") / h100.gemm_eff(*big, "bf16")
+    r8 = h100.gemm_eff(*small, "fp8") / h100.gemm_eff(*big, "fp8")
+    assert r16 == pytest.approx((256 / (256 + 64)) / (8192 / (8192 + 64)))
+    assert r8 == pytest.approx((256 / (256 + 128)) / (8192 / (8192 + 128)), rel=0.01)

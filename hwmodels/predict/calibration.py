@@ -28,7 +28,13 @@ Background User's Guide" (docs.nvidia.com/deeplearning/performance, sections
 "Tile Quantization" and "Wave Quantization"). ``k/(k+K_HALF)`` is the
 small-inner-dimension falloff (a GEMM with small k is dominated by loading and
 storing C; K_HALF = 64 puts k = 2048 at 97%, matching the flat top of the
-mamf-finder sweeps, which peak at k = 2048..3840). The time is then bounded
+mamf-finder sweeps, which peak at k = 2048..3840). The C tile's load/store and
+the kernel prologue take the same time whatever the input type, while the main
+loop over k runs at the type's rate: an fp8 GEMM covers each k step in
+``peak_bf16 / peak_fp8`` (1/2 on H100/H200/B200/Gaudi 2) of the bf16 time, so the
+fixed part weighs twice as much and fp8 uses
+``K_HALF x peak_fp8 / peak_bf16`` (128 on those parts; :func:`k_half`). The
+falloff scales with the kernel's time, not with its FLOPs. The time is then bounded
 below by the bytes moved at the achievable memory bandwidth (roofline,
 Williams et al. 2009) and by the per-kernel launch floor.
 
@@ -63,7 +69,7 @@ from hwmodels.nccl_tests import parse_text as parse_nccl_text
 
 SOURCE_KINDS = ("measured", "imported", "published", "datasheet")
 LEVELS = ("intra", "inter")
-K_HALF = 64.0  # see module docstring
+K_HALF = 64.0  # see module docstring (16-bit inputs; fp8 scales it by the peak ratio, :func:`k_half`)
 # (tile_m, tile_n, relative speed of that tile): cuBLAS/CUTLASS pick among such
 # tiles by heuristics; smaller tiles waste less padding but reuse less data.
 # Relative speeds: CUTLASS profiler tables show 128x128 ~5-10% and 64x64
@@ -218,7 +224,7 @@ class Calibration:
         pts = self.extra.get("gemm_curve", {}).get(dtype)
         if pts:
             return _interp_eff(pts, 2.0 * m * n * k)
-        return _gemm_eff(self.units, self._eff_max(dtype), int(m), int(n), int(k))
+        return _gemm_eff(self.units, self._eff_max(dtype), int(m), int(n), int(k), k_half(self.peak, dtype))
 
     def _eff_max(self, dtype: str) -> float:
         r = self.matmul_eff_max.get(dtype) or self.matmul_eff_max.get("bf16")
@@ -368,11 +374,20 @@ def _interp_eff(pts: tuple[tuple[float, float], ...], flops: float) -> float:
     return pts[-1][1]
 
 
+def k_half(peak: Mapping[str, float], dtype: str) -> float:
+    """The small-k falloff constant of ``dtype``'s GEMMs: K_HALF for 16-bit inputs; for fp8 K_HALF x the fp8/bf16
+    peak ratio, because its main loop runs that much faster while the C load/store and prologue do not (module
+    docstring)."""
+    if dtype == "fp8" and peak.get("fp8") and peak.get("bf16"):
+        return K_HALF * max(peak["fp8"] / peak["bf16"], 1.0)
+    return K_HALF
+
+
 @lru_cache(maxsize=200_000)
-def _gemm_eff(units: int, eff_max: float, m: int, n: int, k: int) -> float:
+def _gemm_eff(units: int, eff_max: float, m: int, n: int, k: int, kh: float = K_HALF) -> float:
     if units <= 0:  # no unit count in the catalog: padding to 128 only (systolic arrays / MMEs are 128 wide)
         pad = (m / (-(-m // 128) * 128)) * (n / (-(-n // 128) * 128))
-        return max(eff_max * pad * k / (k + K_HALF), 1e-4)
+        return max(eff_max * pad * k / (k + kh), 1e-4)
     best = 0.0
     for tm, tn, speed in TILES:
         gm, gn = -(-m // tm), -(-n // tn)
@@ -381,7 +396,7 @@ def _gemm_eff(units: int, eff_max: float, m: int, n: int, k: int) -> float:
         waves = -(-tiles // units)
         wave = tiles / (waves * units)
         best = max(best, pad * wave * speed)
-    return max(eff_max * best * k / (k + K_HALF), 1e-4)
+    return max(eff_max * best * k / (k + kh), 1e-4)
 
 
 # ------------------------------------------------------------------------ building
@@ -450,7 +465,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
             v = float(p.metrics.get("search_best_flops_per_s") or p.metrics["flops_per_s"]) / peak[dt]
             m, n, k = (int(p.params.get(x, 0) or 0) for x in "mnk")
             if m and n and k:  # undo the shape terms so eff_max is the large-square ceiling
-                v = v / max(_gemm_eff(_units(node), 1.0, m, n, k), 1e-3)
+                v = v / max(_gemm_eff(_units(node), 1.0, m, n, k, k_half(peak, dt)), 1e-3)
             prev = eff.get(dt)
             if prev is None or v > prev.value:
                 eff[dt] = Rate(value=min(v, 1.0), kind=p.origin, rel_sigma=0.05,
@@ -465,7 +480,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
             v = float(r["value"]) * 1e12 / peak[dt]
             m, n, k = (int(float(c.get(x, 0) or 0)) for x in "mnk")
             if m and n and k:  # the shape terms of the tile model are undone: eff_max is the ceiling
-                v = v / max(_gemm_eff(_units(node), 1.0, m, n, k), 1e-3)
+                v = v / max(_gemm_eff(_units(node), 1.0, m, n, k, k_half(peak, dt)), 1e-3)
             if dt not in pub_eff or v > pub_eff[dt].value:
                 pub_eff[dt] = Rate(value=min(v, 1.0), kind="published", rel_sigma=0.05,
                                    source=f"{r.get('source', '')}; {r.get('condition', '')} ({r.get('as_of', '')}; "

@@ -58,6 +58,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels import dtypes
+from hwmodels.errors import choices_error
 from hwmodels.predict.spec import ModelSpec
 
 PHASES = ("fwd", "bwd", "recompute", "step")
@@ -65,6 +66,25 @@ OP_KINDS = ("gemm", "attention", "memory", "collective")
 ATTENTION = ("flash", "materialized")
 GRAD_REDUCE_BYTES = 4.0  # fp32 gradient reduction (PyTorch DDP/AMP grads, Megatron main_grads, FSDP reduce_dtype fp32)
 ADAM_BYTES = {"mixed": 30.0, "fp32": 28.0}
+#: fp8 training: which GEMMs run in fp8, and what bringing their operands to fp8 costs.
+#: The transformer-block linears run all three GEMMs in fp8 (forward, data gradient, weight gradient), in
+#: TransformerEngine (te.Linear / LayerNormLinear / LayerNormMLP: fprop E4M3, dgrad/wgrad with E5M2 gradients in the
+#: HYBRID format) and in torchao Float8Linear (torchtitan); attention (the flash kernel) and the LM head stay in
+#: 16 bits (TE does not replace them; torchtitan's float8 converter skips ``output``), see the predictor's
+#: ``_head_cost``. An fp8 GEMM on Hopper/Blackwell reads both operands K-major, so each operand is needed in two
+#: layouts: the input X (t x k) as X for the forward and X^T for wgrad, the weight W as W for the forward and W^T
+#: for dgrad, the output gradient G (t x n) as G for dgrad and G^T for wgrad. Per element of X, W and G:
+#:
+#: * ``delayed`` (TE DelayedScaling, Megatron/NeMo's and llm-foundry's fp8 default): one fused cast-transpose
+#:   kernel reads the 16-bit tensor (2 B) and writes the fp8 copy and its transpose (1 + 1 B); the amax is taken in
+#:   the same pass and the scale comes from the amax history (TE ``fp8_cast_transpose_fused``): 4 B, 1 launch.
+#: * ``dynamic`` (torchao tensorwise dynamic scaling, torchtitan): the scale must be known before the cast, so an
+#:   amax reduction reads the tensor first (2 B), then the cast writes both layouts (2 + 1 + 1 B): 6 B, 2 launches.
+#:
+#: X and W are cast in the forward (and again in a recomputed forward), G in the backward.
+FP8_CAST = {"delayed": (4.0, 1), "dynamic": (6.0, 2)}  # recipe -> (bytes per element, launches per tensor)
+FP8_RECIPE = "delayed"  # the op model's default: the recipe of TE-based stacks (most fp8 rows, and NVIDIA's)
+LINEARS = ("qkv", "attn_out", "mlp_up", "mlp_down")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +128,8 @@ def _asdict(op: Op) -> dict:
 
 
 def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, sp: bool = False,
-              recompute: str = "none", attention: str = "flash", precision: str = "bf16") -> list[Op]:
+              recompute: str = "none", attention: str = "flash", precision: str = "bf16",
+              fp8_recipe: str = FP8_RECIPE) -> list[Op]:
     """Ops of one transformer layer for one micro-batch on one TP rank (module docstring)."""
     b, s, d, f = micro_batch, seq_len, spec.d_model, spec.ffn_dim
     t = b * s
@@ -121,16 +142,7 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
     ops += _fwd_bwd("mlp_up", t, f * (2 if spec.glu else 1) // tp, d, full)
     ops += _fwd_bwd("mlp_down", t, d, f // tp, full)
     if precision == "fp8":
-        # TransformerEngine-style fp8: every GEMM input is cast from 16 bits to fp8 first (read 2 B + write 1 B
-        # per element): forward the activation and the weight; backward the output gradient and the
-        # transposed copies (Micikevicius et al. 2022, "FP8 Formats for Deep Learning", arXiv:2209.05433,
-        # section 4; TE casts per GEMM). Amax reductions are left out.
-        for ph in ("fwd", "bwd") + (("recompute",) if full else ()):
-            nb = 0.0
-            for o in ops:
-                if o.kind == "gemm" and o.phase == ph:
-                    nb += 3.0 * (o.m * o.k + o.k * o.n) * (0.5 if ph == "bwd" else 1.0)
-            ops.append(Op(name="fp8_cast", kind="memory", phase=ph, nbytes=nb, launches=4))
+        ops += fp8_cast_ops(ops, full=full, recipe=fp8_recipe)
     # attention core
     heads = max(spec.n_heads // tp, 1)
     model_fwd = 4.0 * b * s * s * q / tp
@@ -179,6 +191,23 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
                 ops.append(Op(name="tp.all_reduce", kind="collective", phase=ph, nbytes=size, collective="all_reduce",
                               group="tp"))
     return ops
+
+
+def fp8_cast_ops(ops: list[Op], *, full: bool = False, recipe: str = FP8_RECIPE) -> list[Op]:
+    """The casts of the fp8 linears among ``ops`` (their forward GEMMs ``(t, n, k)``): forward X (t k) and W (k n),
+    backward G (t n), again forward in a full recompute; bytes and launches per element of ``FP8_CAST[recipe]``."""
+    if recipe not in FP8_CAST:
+        raise choices_error("fp8_recipe", recipe, FP8_CAST)
+    per_el, launches = FP8_CAST[recipe]
+    fwd = [o for o in ops if o.kind == "gemm" and o.phase == "fwd" and o.name in LINEARS]
+    x_w = sum(o.m * o.k + o.k * o.n for o in fwd)
+    g = sum(o.m * o.n for o in fwd)
+    out = [Op(name="fp8_cast", kind="memory", phase="fwd", nbytes=per_el * x_w, launches=2 * launches * len(fwd)),
+           Op(name="fp8_cast.bwd", kind="memory", phase="bwd", nbytes=per_el * g, launches=launches * len(fwd))]
+    if full:
+        out.append(Op(name="fp8_cast", kind="memory", phase="recompute", nbytes=per_el * x_w,
+                      launches=2 * launches * len(fwd)))
+    return out
 
 
 def head_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, precision: str = "bf16") -> list[Op]:
@@ -243,4 +272,4 @@ def step_flops(spec: ModelSpec, *, seq_len: int, sequences: int, recompute: str)
     return model, hw
 
 
-__all__ = ["Op", "layer_ops", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]
+__all__ = ["Op", "layer_ops", "fp8_cast_ops", "FP8_CAST", "FP8_RECIPE", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]
