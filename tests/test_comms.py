@@ -333,3 +333,35 @@ def test_step_projections_accept_a_ramp_fit():
     assert d["comm_s"] == pytest.approx(r.predict_time(4 * GiB, 8)[0]) and d["step_s"] == pytest.approx(1.0 + d["comm_s"])
     p = project_step_s(1.0, dp=8, tp=8, grad_bytes=8 * GiB, activation_bytes=16 * MiB, layers=4, dp_comm=r, tp_comm=r)
     assert p["step_s"] > 1.0 / 8 and p["devices"] == 64
+
+
+def test_every_public_curve_is_cited_parses_and_has_held_out_sizes():
+    """data/reference/nccl_tests/sources.toml: each curve names its origin and can be validated (fit <= 256 MiB,
+    held out >= 1 GiB), as benchmarks/comms_validation.py does."""
+    import tomllib
+
+    from hwmodels.catalog import load_catalog
+    from hwmodels.comms import BUSBW_FACTORS
+    from hwmodels.nccl_tests import parse_text
+
+    ref = ROOT / "data/reference/nccl_tests"
+    cat = load_catalog()
+    entries = tomllib.loads((ref / "sources.toml").read_text())
+    assert len(entries) >= 14 and {"all_reduce", "all_gather"} <= {e["collective"] for e in entries.values()}
+    for key, e in entries.items():
+        assert e["collective"] in BUSBW_FACTORS, key
+        assert e.get("url") or all(e.get(k) for k in ("repo", "path", "commit")), f"{key}: no citable origin"
+        if e.get("commit"):
+            assert len(e["commit"]) == 40, key
+        if e.get("node"):
+            assert cat.get(e["node"]) is not None, key
+        text = (ref / e["file"]).read_text()
+        if e.get("format") == "csv":
+            rows = [ln.split(",") for ln in text.splitlines() if ln and not ln.startswith("#")][1:]
+            sizes = np.array([float(r[0]) for r in rows])
+        else:
+            (tab,) = parse_text(text, path=e["file"], collective=e["collective"], ranks=int(e["ranks"]))
+            sizes, t, _ = tab.arrays()
+            assert np.all(t[sizes > 0] > 0), key
+        fit = np.unique(sizes[(sizes >= 32 * KiB) & (sizes <= 256 * MiB)])
+        assert fit.size >= 4 and np.any(sizes >= GiB), f"{key}: nothing to fit or nothing held out"
