@@ -18,15 +18,18 @@ type               store ``kind``        ``name`` column
 =================  ====================  ===========================================
 
 :func:`read` returns the typed records of one kind from a store, decoding the
-JSON columns once.
+JSON columns once. :class:`Attempts` (:func:`current`) says which of a plan
+cell's attempts counts when it ran more than once (killed, then resumed): the
+readers that feed the analysis and ``hweval results`` use it; nothing is deleted.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
@@ -81,6 +84,8 @@ class _Stored:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: the plan cell whose attempt wrote it (store column ``cell_id``; written from ``$HWEVAL_CELL_ID`` when unset)
+    cell_id: str | None = None
 
     def _record(self, *, kind: str, name: str, params: Mapping[str, Any], metrics: Mapping[str, Any],
                 units: Mapping[str, str]) -> Record:
@@ -88,7 +93,8 @@ class _Stored:
                       status=self.status, error=self.error, run_id=self.run_id, plan=self.plan,
                       notebook=self.notebook, node_id=self.node_id,
                       fingerprint=dict(self.fingerprint) if self.fingerprint is not None else None,
-                      started_at=self.started_at, finished_at=self.finished_at, record_id=self.record_id)
+                      started_at=self.started_at, finished_at=self.finished_at, record_id=self.record_id,
+                      cell_id=self.cell_id)
 
     @staticmethod
     def _common(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,6 +109,7 @@ class _Stored:
             "started_at": _time(row.get("started_at")),
             "finished_at": _time(row.get("finished_at")),
             "record_id": row.get("record_id") or uuid.uuid4().hex,
+            "cell_id": _opt_str(row.get("cell_id")),
         }
 
     @property
@@ -192,11 +199,12 @@ class CellRecord(_Stored):
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> CellRecord:
         p, m = _obj(row.get("params")), _obj(row.get("metrics"))
-        return cls(cell_id=str(p.get("cell_id") or ""), notebook_name=row["name"], node=str(p.get("node") or ""),
+        common = cls._common(row)
+        common["cell_id"] = str(p.get("cell_id") or common["cell_id"] or "")
+        return cls(notebook_name=row["name"], node=str(p.get("node") or ""),
                    parameters=p.get("parameters") or {}, output=_opt_str(p.get("output")),
                    is_report=bool(p.get("is_report", False)), wall_s=m.get("wall_s"), timeout_s=m.get("timeout_s"),
-                   slurm_job=_opt_str(p.get("slurm_job")), slurm_state=_opt_str(p.get("slurm_state")),
-                   **cls._common(row))
+                   slurm_job=_opt_str(p.get("slurm_job")), slurm_state=_opt_str(p.get("slurm_state")), **common)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -313,6 +321,92 @@ def read(store: Store, cls: type[T], **filters: Any) -> list[T]:
     if len(cls.KIND) > 1:
         out.sort(key=lambda r: r.finished_at.timestamp() if r.finished_at else 0.0)
     return out
+
+
+# -- which attempt of a plan cell counts ------------------------------------------------------
+def own_attempt() -> tuple[str, str] | None:
+    """``(run_id, cell_id)`` of the plan cell this process runs in (``$HWEVAL_RUN_ID``, ``$HWEVAL_CELL_ID``)."""
+    run, cell = os.environ.get("HWEVAL_RUN_ID"), os.environ.get("HWEVAL_CELL_ID")
+    return (run, cell) if run and cell else None
+
+
+def _when(r: Any) -> float:
+    t = _time(getattr(r, "started_at", None)) or _time(getattr(r, "finished_at", None))
+    return t.timestamp() if t else 0.0
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """Which attempt of each plan cell counts, from the cells' notebook records.
+
+    A cell that ran more than once (a runner killed mid-cell, then ``--resume``;
+    a failed or timed-out cell resumed; ``--force``) has rows from several
+    attempts, an attempt being the cell's rows of one run id (the store's
+    ``cell_id`` and ``run_id`` columns). Per (plan, cell) exactly one attempt
+    counts:
+
+    1. the attempt of the reader itself, when it runs inside that cell
+       (:func:`own_attempt`: a notebook analysing what it just measured);
+    2. else the latest attempt whose notebook record says ``ok``;
+    3. else (none ended ok) the latest attempt, recorded or not (a cell still
+       running, or killed and not resumed yet).
+
+    So a killed attempt's rows are set aside once an attempt of the cell ends
+    ok, and a plan re-run with ``--force`` is analysed from its new rows. Rows
+    without a ``cell_id`` (written outside a plan cell, or before the column
+    existed) and the notebook records themselves always count. Nothing is
+    deleted: the store keeps every row (``hweval results --all-attempts``,
+    ``--sql``).
+    """
+
+    counted: Mapping[tuple[str | None, str], str]  # (plan, cell_id) -> the run_id that counts
+
+    @classmethod
+    def of(cls, rows: Iterable[Any], cells: Iterable[CellRecord],
+           own: tuple[str, str] | None | bool = True) -> Attempts:
+        """From the measurement ``rows`` (anything with ``plan``, ``cell_id``, ``run_id``, timestamps) and
+        the notebook records ``cells``; ``own`` True: :func:`own_attempt`."""
+        me = own_attempt() if own is True else (own or None)
+        first: dict[tuple[str | None, str], dict[str, float]] = {}  # cell -> run_id -> its earliest timestamp
+        status: dict[tuple[tuple[str | None, str], str], str] = {}
+        for r in rows:
+            cid = getattr(r, "cell_id", None)
+            if cid and getattr(r, "kind", None) not in CellRecord.KIND:
+                runs = first.setdefault((getattr(r, "plan", None), cid), {})
+                runs[r.run_id] = min(runs.get(r.run_id, math.inf), _when(r))
+        for c in sorted(cells, key=lambda c: _time(c.finished_at).timestamp() if _time(c.finished_at) else 0.0):
+            key = (c.plan, c.cell_id)
+            if key in first:
+                status[(key, c.run_id)] = c.status  # the latest notebook record of that attempt wins
+                runs = first[key]
+                runs[c.run_id] = min(runs.get(c.run_id, math.inf), _when(c))
+        counted = {}
+        for key, runs in first.items():
+            order = sorted(runs, key=lambda run: (runs[run], run))
+            ok = [run for run in order if status.get((key, run)) == "ok"]
+            if me is not None and me[1] == key[1] and me[0] in runs:
+                counted[key] = me[0]
+            else:
+                counted[key] = ok[-1] if ok else order[-1]
+        return cls(counted=counted)
+
+    def counts(self, row: Any) -> bool:
+        """Does this row count? (Rows without a cell, and notebook records, always do.)"""
+        cid = getattr(row, "cell_id", None)
+        if not cid or getattr(row, "kind", None) in CellRecord.KIND:
+            return True
+        run = self.counted.get((getattr(row, "plan", None), cid))
+        return run is None or run == row.run_id
+
+
+def current(recs: Sequence[T], cells: Iterable[CellRecord], own: tuple[str, str] | None | bool = True
+            ) -> tuple[list[T], list[T]]:
+    """``(counted, set aside)``: ``recs`` split by :class:`Attempts` (one attempt per plan cell counts)."""
+    att = Attempts.of(recs, cells, own=own)
+    kept, aside = [], []
+    for r in recs:
+        (kept if att.counts(r) else aside).append(r)
+    return kept, aside
 
 
 def from_row(row: Mapping[str, Any]) -> _Stored:

@@ -8,7 +8,10 @@ hidden temporary name in the same directory, then ``fsync`` and an atomic
 jobs on a shared filesystem) never touch each other's files.
 
 Queries see the table ``results`` (one row per record, schema below) through
-DuckDB: ``hwcore.store.query("select name, status from results")``.
+DuckDB: ``hwcore.store.query("select name, status from results")``. A record
+written inside a plan cell carries the cell's ``cell_id`` (``$HWEVAL_CELL_ID``)
+beside its ``run_id``; the column is optional (null in parts written before it
+existed, which stay valid).
 
 Nothing damaged costs the rest (:meth:`Store.scan`): before every query each
 part's Parquet footer and schema are checked (pyarrow metadata only, cached by
@@ -78,6 +81,9 @@ SCHEMA = pa.schema(
         ("finished_at", pa.timestamp("us", tz="UTC")),
         ("status", pa.string()),
         ("error", pa.string()),
+        # the plan cell whose attempt (cell_id + run_id) wrote the row; null outside a plan cell and in parts
+        # written before the column existed (optional: not in REQUIRED_COLUMNS)
+        ("cell_id", pa.string()),
     ]
 )
 JSON_COLUMNS = ("params", "metrics", "units", "fingerprint")
@@ -114,6 +120,7 @@ class Record:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    cell_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -147,6 +154,7 @@ class Record:
             "finished_at": finished,
             "status": self.status,
             "error": self.error,
+            "cell_id": self.cell_id or os.environ.get("HWEVAL_CELL_ID") or None,
         }
 
 

@@ -120,3 +120,71 @@ def test_committed_term_is_billed_in_full():
     assert term_hours("1-year committed use discount") == 8766.0
     assert term_hours("EC2 Capacity Block for ML: a 1-182 day reservation (not a 1-year savings plan)") == 24.0
     assert term_hours(None) == 0.0
+
+
+# -- a cell killed mid-run, then resumed: its measurements count once ---------------------------------
+def _attempts_store(path):
+    """Plan p, notebook 01_kernels, cells c1 and c2. Run A: c1 ok (2 rows); c2 killed after writing 1 row (no
+    notebook record: the runner died). Run B (--resume): c2 again, 2 rows, ok."""
+    from datetime import UTC, datetime, timedelta
+
+    from hwcore.records import CellRecord, KernelRecord
+
+    t0 = datetime(2026, 12, 1, tzinfo=UTC)
+    st = Store(path)
+
+    def k(run, cell, n, minute):
+        return KernelRecord(kernel="gemm", params={"n": n}, metrics={"median_s": 1e-3 * n}, run_id=run, plan="p",
+                            notebook="01_kernels", cell_id=cell, fingerprint={"node_id": "t"},
+                            started_at=t0 + timedelta(minutes=minute), finished_at=t0 + timedelta(minutes=minute)).to_record()
+
+    def cell(run, cid, status, minute):
+        return CellRecord(cell_id=cid, notebook_name="01_kernels", node="cpu", status=status, run_id=run, plan="p",
+                          notebook="01_kernels", fingerprint={}, started_at=t0 + timedelta(minutes=minute - 1),
+                          finished_at=t0 + timedelta(minutes=minute)).to_record()
+
+    st.append([k("A", "c1", 1, 1), k("A", "c1", 2, 2), cell("A", "c1", "ok", 3), k("A", "c2", 3, 4)])
+    st.append([k("B", "c2", 3, 10), k("B", "c2", 4, 11), cell("B", "c2", "ok", 12)])
+    return st
+
+
+def test_killed_attempt_is_set_aside_and_resumed_cells_keep_their_run(tmp_path, monkeypatch):
+    monkeypatch.delenv("HWEVAL_CELL_ID", raising=False)
+    st = _attempts_store(tmp_path / "s")
+    assert len(st.records(kind="kernel")) == 5  # the store keeps every row
+    m = analysis.load_measurements(st, "p")
+    got = sorted((k["run_id"], k["params"]["n"]) for k in m.kernels)
+    # each measurement once: c1 from run A (not re-run by the resume), c2 from its ok attempt B only
+    assert got == [("A", 1), ("A", 2), ("B", 3), ("B", 4)]
+    assert m.set_aside == 1
+
+
+def test_counted_attempt_rules(tmp_path, monkeypatch):
+    from datetime import UTC, datetime
+
+    from hwcore import records
+    from hwcore.records import Attempts, CellRecord, KernelRecord
+
+    monkeypatch.delenv("HWEVAL_CELL_ID", raising=False)
+    st = _attempts_store(tmp_path / "s")
+    kern = records.read(st, KernelRecord, plan="p")
+    assert sorted((r.run_id, r.cell_id) for r in kern)[0] == ("A", "c1")  # the store column, read back
+    cells = records.read(st, CellRecord, plan="p")
+    assert Attempts.of(kern, cells).counted == {("p", "c1"): "A", ("p", "c2"): "B"}
+    # a later attempt that failed does not replace an ok one; one still running (no record) does not either
+    later = datetime(2026, 12, 2, tzinfo=UTC)
+    failed = CellRecord(cell_id="c1", notebook_name="01_kernels", node="cpu", status="failed", run_id="C",
+                        plan="p", started_at=later, finished_at=later)
+    running = KernelRecord(kernel="gemm", run_id="D", plan="p", cell_id="c2", started_at=later, finished_at=later)
+    att = Attempts.of([*kern, running], [*cells, failed])
+    assert att.counted == {("p", "c1"): "A", ("p", "c2"): "B"} and not att.counts(running)
+    # ... unless the reader is that attempt (a notebook analysing what it just measured)
+    assert Attempts.of([*kern, running], cells, own=("D", "c2")).counted[("p", "c2")] == "D"
+    monkeypatch.setenv("HWEVAL_RUN_ID", "D")
+    monkeypatch.setenv("HWEVAL_CELL_ID", "c2")
+    assert Attempts.of([*kern, running], cells).counts(running)
+    # no attempt ended ok: the latest counts (a killed cell not resumed yet keeps its partial rows)
+    only = [r for r in kern if r.cell_id == "c2" and r.run_id == "A"]
+    assert Attempts.of(only, [], own=None).counts(only[0])
+    # rows without a cell always count
+    assert att.counts(KernelRecord(kernel="gemm", run_id="Z", plan="p"))

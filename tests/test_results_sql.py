@@ -96,3 +96,27 @@ def test_cli_sql_refusals_one_line_exit_2_nothing_written(filled, cli, tmp_path,
     r = cli("results", "--store", str(filled), "--sql", "select count(*) as n from results", "--json")
     assert r.returncode == 0 and json.loads(r.stdout) == [{"n": 4}], r.stderr
     assert _digests(filled) == before
+
+
+def test_default_view_sets_aside_a_killed_attempt_and_says_so(store_path, cli):
+    """A cell killed after writing a row, then resumed: the default listing shows the resumed attempt's row
+    once and says one row was set aside; --all-attempts and --sql see every row."""
+    from hwcore.records import CellRecord
+
+    s = Store(store_path)
+    s.append(Record(kind="kernel", name="gemm", params={"n": 8}, metrics={"median_s": 2.0}, run_id="20261201T000000-a",
+                    plan="p", cell_id="c1", fingerprint=FP))  # the killed attempt: no notebook record
+    s.append(Record(kind="kernel", name="gemm", params={"n": 8}, metrics={"median_s": 1.0}, run_id="20261201T010000-b",
+                    plan="p", cell_id="c1", fingerprint=FP))
+    s.append(CellRecord(cell_id="c1", notebook_name="nb", node="cpu", run_id="20261201T010000-b", plan="p",
+                        fingerprint=FP).to_record())
+    r = cli("results", "--store", str(store_path), "--kind", "kernel", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [json.loads(x["metrics"])["median_s"] for x in rows] == [1.0]
+    assert "1 row(s) of plan-cell attempts that do not count" in r.stderr and "--all-attempts" in r.stderr
+    r = cli("results", "--store", str(store_path), "--kind", "kernel", "--json", "--all-attempts")
+    assert len(json.loads(r.stdout)) == 2 and "set aside" not in r.stderr
+    r = cli("results", "--store", str(store_path), "--json", "--sql",
+            "select cell_id, run_id from results where kind = 'kernel' order by run_id")
+    assert [x["run_id"][-1] for x in json.loads(r.stdout)] == ["a", "b"]

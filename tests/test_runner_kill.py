@@ -2,7 +2,9 @@
 
 * SIGKILL ``hweval run`` mid-cell: its worker and kernel are gone within
   seconds (parent-death signal), then ``--resume`` records each cell exactly
-  once as ok, and no scratch folder is left in TMPDIR or the run folders.
+  once as ok, and no scratch folder is left in TMPDIR or the run folders; the
+  row the killed attempt wrote stays in the store but the analysis and
+  ``hweval results`` count the resumed attempt's only.
 * A second ``hweval run`` (or ``--resume``) of a running plan on the same store
   is one line naming the holder's pid, exit 2, nothing run; ``--wait-lock``
   waits and then finds nothing to do.
@@ -49,6 +51,9 @@ NOTEBOOKS = {
 
         # %%
         import os, time
+        from hwcore.store import Record, Store
+        # a measurement written before the hang: the killed attempt's row stays in the (append-only) store
+        Store().append(Record(kind="kernel", name="sleepy-k", params={"device": "cpu"}, metrics={"median_s": 1.0}))
         with open(pid_file + ".tmp", "w") as fh:
             fh.write(str(os.getpid()))
         os.replace(pid_file + ".tmp", pid_file)
@@ -155,6 +160,17 @@ def test_sigkill_runner_kills_worker_and_kernel_then_resume_once(plan, store_pat
     assert len(by_cell) == 2 and all(v == ["ok"] for v in by_cell.values()), by_cell
     assert {s["status"] for s in cell_states(Store(store_path), "killme").values()} == {"ok"}
     assert len(Store(store_path).records(name="quick-nb")) == 1
+    # the killed attempt's measurement stays in the store, but the analysis and the default listing count the
+    # resumed attempt's only (and say one row was set aside)
+    from hweval import analysis
+
+    assert len(Store(store_path).records(name="sleepy-k")) == 2
+    m = analysis.load_measurements(Store(store_path), "killme")
+    assert len(m.kernels) == 1 and m.set_aside == 1
+    res = subprocess.run([sys.executable, "-m", "hweval", "results", "--store", str(store_path), "--name", "sleepy-k",
+                          "--json"], capture_output=True, text=True, cwd=str(REPO), timeout=300)
+    assert res.returncode == 0 and len(json.loads(res.stdout)) == 1, res.stderr
+    assert "1 row(s) of plan-cell attempts that do not count" in res.stderr
     # no scratch left behind: nothing in TMPDIR, no cell scratch folder in any run folder
     assert not list(plan["tmpdir"].iterdir())
     assert not list(plan["out"].glob(f"runs/*/{WORK_PREFIX}*"))

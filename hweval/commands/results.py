@@ -28,13 +28,25 @@ LIST_COLUMNS = ["finished_at", "run_id", "kind", "name", "status", "node_id", "p
               help="Export the selection as CSV to this file ('-' for stdout).")
 @click.option("--json", "as_json", is_flag=True, help="Print the selection as JSON records.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most N rows (newest).")
-def results(store_path, kind, name, status, run_id, plan, node_id, sql, csv_path, as_json, limit) -> None:
-    """List, filter and export results (DuckDB over the Parquet store)."""
+@click.option("--all-attempts", is_flag=True,
+              help="Also the rows of plan-cell attempts that do not count (killed or failed attempts superseded "
+                   "by a later one); by default they are set aside, as the analysis does.")
+def results(store_path, kind, name, status, run_id, plan, node_id, sql, csv_path, as_json, limit,
+            all_attempts) -> None:
+    """List, filter and export results (DuckDB over the Parquet store).
+
+    Without --sql, a plan cell that ran more than once (a killed runner, then
+    --resume) shows the rows of its one counted attempt only
+    (hwcore.records.Attempts); how many rows were set aside is said on stderr.
+    --all-attempts and --sql see every row.
+    """
     store = open_store(store_path, write=False)
     if sql:
         df = store.query(sql)
     else:
         df = store.records(kind=kind, name=name, status=status, run_id=run_id, plan=plan, node_id=node_id)
+        if not all_attempts and not df.empty:
+            df = _counted(store, df)
     if limit is not None:
         df = df.tail(limit)
     if csv_path:
@@ -63,3 +75,22 @@ def results(store_path, kind, name, status, run_id, plan, node_id, sql, csv_path
     for _, row in df[cols].iterrows():
         table.add_row(*["" if v is None else str(v) for v in row.tolist()])
     Console().print(table)
+
+
+def _counted(store, df):  # (Store, DataFrame) -> DataFrame
+    """``df`` without the rows of cell attempts that do not count; says on stderr how many were set aside."""
+    from hwcore import records
+    from hwcore.records import Attempts, CellRecord
+
+    if "cell_id" not in df.columns or not df["cell_id"].notna().any():
+        return df
+    plans = {p for p in df["plan"].dropna().unique()}
+    cells = [c for c in records.read(store, CellRecord) if c.plan in plans]
+    rows = list(df.itertuples(index=False))
+    att = Attempts.of(rows, cells)
+    keep = [att.counts(r) for r in rows]
+    aside = len(keep) - sum(keep)
+    if aside:
+        click.echo(f"{aside} row(s) of plan-cell attempts that do not count (killed or failed, superseded by a "
+                   "later attempt) set aside; --all-attempts shows them", err=True)
+    return df[keep]
