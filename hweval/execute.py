@@ -8,7 +8,11 @@ time (:class:`hweval.runner.PlanLock`; ``wait_lock`` waits for the holder
 instead of refusing). Executed notebooks go to ``OUT/runs/<run_id>/<cell_id>.ipynb``
 (default OUT: ``out/<plan name>``), the report to ``OUT/report/report.html``.
 Cells run locally (``backend="local"``, ``jobs`` in parallel) or as Slurm job
-arrays (``backend="slurm"``, :mod:`hweval.slurm`).
+arrays (``backend="slurm"``, :mod:`hweval.slurm`). Slurm jobs outlive a killed
+submitter: before selecting cells, a run reconciles the plan's job ledger
+(:mod:`hweval.slurm.ledger`): a cell still running as a job of an earlier run
+is waited for, never resubmitted (the local backend refuses it with one line),
+and a job that ended meanwhile gets its outcome recorded once.
 
 Bad input (plan, store, ``out``, backend, ``jobs``, ``timeout_s``) raises
 :class:`~hwcore.errors.InputError` before anything runs or is written; a cell
@@ -130,6 +134,39 @@ def run_plan(
         return _run(**args, dry_run=False)
 
 
+def _slurm_leftovers(plan: Plan, store: Store, cells: list[Cell], *, backend: str, resume: bool, force: bool,
+                     log: Callable[[str], None]) -> dict[tuple[str, int], Any]:
+    """Tasks of the plan's Slurm job ledger still to wait for (:func:`hweval.slurm.ledger.reconcile`).
+
+    Nothing to do (and nothing imported) when the store holds no ledger for the plan. The local backend
+    cannot wait for a Slurm job: a cell it would start that is still running there is refused (one line).
+    """
+    from hweval.runner import cell_states, select_cells
+
+    if importlib.util.find_spec("hweval.slurm") is None:
+        return {}
+    from hweval.slurm.ledger import Ledger, reconcile
+
+    if not Ledger(store=store, plan_name=plan.name).path.exists():
+        return {}
+    wanted = None
+    if backend != "slurm":
+        todo, _ = select_cells(cells, cell_states(store, plan.name), resume=resume, force=force)
+        wanted = {c.cell_id for c in todo}
+    found = reconcile(plan, store, can_wait=backend == "slurm", wanted=wanted)
+    for cid, status in found.recorded.items():
+        log(f"  {status}: {cid}: its Slurm job of an earlier run ended; outcome recorded now")
+    return found.adopted
+
+
+def _ledger_scratch(plan: Plan, store: Store) -> list[Path]:
+    if importlib.util.find_spec("hweval.slurm") is None:
+        return []
+    from hweval.slurm.ledger import Ledger
+
+    return Ledger(store=store, plan_name=plan.name).scratch_dirs()
+
+
 def _run(*, plan: Plan, store: Store, out: Path, jobs: int, resume: bool, force: bool, backend: str,
          timeout_s: float | None, dry_run: bool, progress: bool, run_id: str,
          log: Callable[[str], None]) -> RunOutcome:
@@ -140,8 +177,16 @@ def _run(*, plan: Plan, store: Store, out: Path, jobs: int, resume: bool, force:
     if backend == "local":
         skipped_remote = [c for c in cells if not c.local]
         cells = [c for c in cells if c.local]
+    adopted: dict[tuple[str, int], Any] = {}
+    if not dry_run:
+        # jobs an earlier, killed `hweval run --backend slurm` left behind: record the ended, adopt the live
+        adopted = _slurm_leftovers(plan, store, cells, backend=backend, resume=resume, force=force, log=log)
     states = cell_states(store, plan.name)
     todo, kept = select_cells(cells, states, resume=resume, force=force)
+    running = {c.cell_id for _, c in adopted.values()}
+    if running:
+        log(f"{len(running)} cell(s) still running as Slurm jobs of an earlier run: waiting for them, not resubmitting")
+        todo = [c for c in todo if c.cell_id not in running]
     report_dir = (out / "report").resolve()
     report_cell = plan.report_cell(report_dir=report_dir)
     report_state = states.get(report_cell.cell_id) if report_cell else None
@@ -162,24 +207,26 @@ def _run(*, plan: Plan, store: Store, out: Path, jobs: int, resume: bool, force:
         return RunOutcome(**outcome, dry_run=True, listing=listing)
 
     if out.is_dir():
-        sweep_scratch(out)  # scratch of a runner killed earlier (we hold the lock: no live runner owns it)
+        # scratch of a runner killed earlier (we hold the lock: no live local runner owns it; Slurm jobs of
+        # an earlier run still in the plan's job ledger may, so theirs is kept)
+        sweep_scratch(out, keep=_ledger_scratch(plan, store))
     need_report = report_cell is not None and (
-        bool(todo) or force or report_state is None or report_state["status"] != "ok"
+        bool(todo) or bool(adopted) or force or report_state is None or report_state["status"] != "ok"
         or not report_html(report_dir).exists()
     )
-    if not todo and not need_report:
+    if not todo and not adopted and not need_report:
         log(f"plan {plan.name}: nothing to do ({len(kept['done'])} cell(s) already done; --force re-runs them)")
         return RunOutcome(**outcome, nothing_to_do=True)
 
     log(f"plan {plan.name}: run {run_id}: {len(todo)} cell(s) to run, {len(kept['done'])} already done; "
         f"notebooks -> {out / 'runs' / run_id}")
     statuses: dict[str, str] = {}
-    if todo:
+    if todo or adopted:
         if backend == "slurm":
             from hweval import slurm
 
             res = slurm.run_plan(plan, todo, out_dir=out, store=store, run_id=run_id, resume=resume, force=force,
-                                 progress=progress)
+                                 progress=progress, adopted=adopted)
             if isinstance(res, dict):
                 statuses.update({k: str(v) for k, v in res.items()})
             else:  # the backend only wrote records: read them back

@@ -129,14 +129,17 @@ def _kernel_manager_class():  # -> a jupyter_client AsyncKernelManager subclass
     return DiesWithWorker
 
 
-def sweep_scratch(out_dir: str | Path) -> list[Path]:
+def sweep_scratch(out_dir: str | Path, keep: Iterable[str | Path] = ()) -> list[Path]:
     """Remove cell scratch folders (``runs/*/.hweval-cell-*``) left under ``out_dir`` by a killed runner.
 
-    Call it only while holding the plan's :class:`PlanLock`: then no live runner owns them.
+    Call it only while holding the plan's :class:`PlanLock`: then no live local runner owns them. Slurm
+    jobs outlive the run that submitted them: ``keep`` names the scratch folders of tasks still in the
+    plan's job ledger (:func:`hweval.slurm.ledger.Ledger.scratch_dirs`), which are left alone.
     """
+    kept = {os.path.abspath(k) for k in keep}
     removed = []
     for d in Path(out_dir).glob(f"runs/*/{WORK_PREFIX}*"):
-        if d.is_dir():
+        if d.is_dir() and os.path.abspath(d) not in kept:
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed

@@ -215,7 +215,7 @@ def test_poller_records_abnormal_missing_and_lost(tmp_path, monkeypatch):
 
 
 # -- through the CLI, without a cluster -----------------------------------------------------------
-def _plan(tmp_path, slurm_mapping):
+def _plan(tmp_path, slurm_mapping, **node_keys):
     import yaml
 
     from hwmodels.catalog import default_catalog
@@ -223,7 +223,7 @@ def _plan(tmp_path, slurm_mapping):
     node = sorted(default_catalog().ids())[0]
     p = tmp_path / "plan.yaml"
     p.write_text(yaml.safe_dump({"name": "badslurm", "notebooks_dir": str(NOTEBOOKS),
-                                 "nodes": [{"id": node, "slurm": slurm_mapping}],
+                                 "nodes": [{"id": node, "slurm": slurm_mapping, **node_keys}],
                                  "matrix": [{"notebook": "tiny"}]}))
     return p
 
@@ -313,3 +313,213 @@ def test_group_sbatch_refuses_is_recorded_and_others_run(tmp_path, monkeypatch):
     st = cell_states(store, "p")
     assert set(st) == {"cb"} and "QOSMaxSubmitJobPerUserLimit" in st["cb"]["error"]
     assert (tmp_path / "out" / "slurm" / "r1" / "00-a" / "job_id").read_text().strip() == "41"
+
+
+# -- a submitter killed while its jobs run: the job ledger (hweval.slurm.ledger) ----------------
+class _Killed(BaseException):
+    """Stands in for SIGKILL of the submitting process: nothing after it runs."""
+
+
+class FakeSlurm:
+    """A deterministic stand-in for sbatch / squeue / jobcomp / sacct.
+
+    ``queue`` maps (job_id, index) -> state name as squeue reports it; a key
+    absent from ``queue`` is unknown to every state source. ``on_poll`` runs
+    once per poll of the waiting poller (tests advance the jobs there).
+    """
+
+    def __init__(self, monkeypatch):
+        self.queue: dict[tuple[str, int], str] = {}
+        self.submitted: list[str] = []
+        self.next_id = 41
+        self.on_poll = None
+        self.squeue_error: str | None = None
+        fake = self
+
+        class Poller:
+            def __init__(self, job_ids):
+                self.job_ids = job_ids
+
+            def poll(self, wanted):
+                if fake.on_poll is not None:
+                    fake.on_poll()
+                return {k: TaskState(state=s) for k, s in fake.queue.items() if k in wanted}
+
+        def squeue(job_ids, *, check=False):
+            if fake.squeue_error:
+                raise RuntimeError(fake.squeue_error)
+            return {k: TaskState(state=s) for k, s in fake.queue.items() if k[0] in job_ids}
+
+        def submit(g):
+            job = str(self.next_id)
+            self.next_id += 1
+            self.submitted.append(job)
+            for i in range(len(g.cells)):
+                self.queue[(job, i)] = "PENDING"
+            return job
+
+        for mod in (slurm.backend, slurm.scheduler):
+            monkeypatch.setattr(mod, "require_slurm", lambda: None)
+        monkeypatch.setattr(slurm.backend, "sbatch_test", lambda g, text: None)
+        monkeypatch.setattr(slurm.backend, "sbatch_submit", submit)
+        monkeypatch.setattr(slurm.scheduler, "squeue_states", squeue)
+        monkeypatch.setattr(slurm.poller, "StatePoller", Poller)
+        monkeypatch.setenv("HWEVAL_SLURM_POLL_S", "0")
+        monkeypatch.setenv("HWEVAL_SLURM_RECORD_GRACE_S", "0")
+
+
+def _job_writes_record(store, cell, run_id, status="ok"):
+    """What the job's own runner (python -m hweval.runner) appends when its cell ends."""
+    from datetime import UTC, datetime
+
+    from hweval.runner import cell_record
+
+    store.append(cell_record(cell, plan_name="badslurm", run_id=run_id, status=status, error=None,
+                             output="x.ipynb", started_at=datetime.now(UTC), fingerprint={}))
+
+
+def _jobs_complete(fake, store, cell):
+    """on_poll: every queued job of the ledger finishes ok, writing its record under the run that submitted it."""
+    def advance():
+        for entry in slurm.Ledger(store=store, plan_name="badslurm").load():
+            key = (entry["job_id"], 0)
+            if fake.queue.get(key) in ("PENDING", "RUNNING"):
+                _job_writes_record(store, cell, entry["run_id"])
+                fake.queue[key] = "COMPLETED"
+
+    return advance
+
+
+def _killed_submission(tmp_path, monkeypatch, fake, **node_keys):
+    """`hweval run --backend slurm` of a one-cell plan, killed while it waits: returns (plan, store, cell, run_id)."""
+    from hweval.execute import run_plan as run
+    from hweval.plan import load_plan
+
+    plan = load_plan(_plan(tmp_path, {"partition": "cpu"}, **node_keys))
+    store = Store(tmp_path / "store")
+
+    def killed(tasks, **kw):
+        raise _Killed
+
+    monkeypatch.setattr(slurm.backend, "wait", killed)
+    with pytest.raises(_Killed):
+        run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False)
+    [cell] = plan.cells()
+    ledger = slurm.Ledger(store=store, plan_name=plan.name)
+    [entry] = ledger.load()
+    assert entry["job_id"] == "41" and entry["tasks"]["0"]["cell_id"] == cell.cell_id
+    monkeypatch.setattr(slurm.backend, "wait", slurm.poller.wait)
+    return plan, store, cell, entry["run_id"]
+
+
+def _notebook_rows(store):
+    from hwcore import records
+    from hwcore.records import CellRecord
+
+    return records.read(store, CellRecord)
+
+
+def test_resume_waits_for_live_job_of_killed_submitter(tmp_path, monkeypatch):
+    from hweval.execute import run_plan as run
+
+    fake = FakeSlurm(monkeypatch)
+    plan, store, cell, run1 = _killed_submission(tmp_path, monkeypatch, fake)
+    assert fake.submitted == ["41"]
+    fake.queue[("41", 0)] = "RUNNING"  # the job outlived its submitter
+    # the live job's scratch folder survives the sweep of killed runners' scratch; a dead runner's does not
+    live_scratch = tmp_path / "out" / "runs" / run1 / f".hweval-cell-{cell.cell_id}"
+    dead_scratch = tmp_path / "out" / "runs" / "old-run" / f".hweval-cell-{cell.cell_id}"
+    for d in (live_scratch, dead_scratch):
+        d.mkdir(parents=True)
+    complete = _jobs_complete(fake, store, cell)
+    seen = []
+
+    def advance():
+        seen.append((live_scratch.is_dir(), dead_scratch.exists()))
+        complete()
+
+    fake.on_poll = advance
+    for kw in ({"resume": True}, {}):  # --resume and a plain rerun behave the same
+        out = run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False, **kw)
+        if kw:
+            assert out.statuses == {cell.cell_id: "ok"}
+        else:
+            assert out.nothing_to_do
+    assert fake.submitted == ["41"]  # never resubmitted
+    assert seen[0] == (True, False)
+    rows = _notebook_rows(store)
+    assert [(r.cell_id, r.status, r.run_id) for r in rows] == [(cell.cell_id, "ok", run1)]  # recorded once
+    assert not slurm.Ledger(store=store, plan_name=plan.name).path.exists()
+
+
+def test_job_that_ended_abnormally_meanwhile_is_recorded_once(tmp_path, monkeypatch):
+    from hweval.execute import run_plan as run
+
+    fake = FakeSlurm(monkeypatch)
+    plan, store, cell, run1 = _killed_submission(tmp_path, monkeypatch, fake)
+    fake.queue[("41", 0)] = "TIMEOUT"
+    logs: list[str] = []
+    out = run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False, log=logs.append)
+    assert fake.submitted == ["41"] and out.statuses == {} and out.kept["failed"] == [cell.cell_id]
+    assert any("timeout" in ln and cell.cell_id in ln for ln in logs)
+    [rec] = _notebook_rows(store)
+    assert rec.status == "timeout" and rec.run_id == run1 and rec.slurm_job == "41_0"
+    assert "ended TIMEOUT" in rec.error
+    # nothing left to reconcile: a second run adds no record; --resume then resubmits the timed-out cell
+    run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False)
+    assert len(_notebook_rows(store)) == 1
+    fake.on_poll = _jobs_complete(fake, store, cell)
+    res = run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False, resume=True)
+    assert fake.submitted == ["41", "42"] and res.statuses == {cell.cell_id: "ok"}
+    assert [r.status for r in _notebook_rows(store)] == ["timeout", "ok"]
+    assert not slurm.Ledger(store=store, plan_name=plan.name).path.exists()
+
+
+@pytest.mark.parametrize("job_recorded", [True, False])
+def test_job_forgotten_by_slurm(tmp_path, monkeypatch, job_recorded):
+    from hweval.execute import run_plan as run
+
+    fake = FakeSlurm(monkeypatch)
+    plan, store, cell, run1 = _killed_submission(tmp_path, monkeypatch, fake)
+    del fake.queue[("41", 0)]  # past MinJobAge, no jobcomp, no accounting
+    if job_recorded:
+        _job_writes_record(store, cell, run1)
+    out = run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False)
+    rows = _notebook_rows(store)
+    assert len(rows) == 1 and fake.submitted == ["41"]
+    if job_recorded:
+        assert rows[0].status == "ok" and rows[0].slurm_job is None and out.nothing_to_do
+    else:
+        assert rows[0].status == "failed" and "no longer known to Slurm" in rows[0].error
+        assert rows[0].run_id == run1 and rows[0].slurm_job == "41_0"
+    assert not slurm.Ledger(store=store, plan_name=plan.name).path.exists()
+
+
+def test_poller_record_written_before_a_kill_is_not_written_again(tmp_path, monkeypatch):
+    from hweval.execute import run_plan as run
+
+    fake = FakeSlurm(monkeypatch)
+    plan, store, cell, run1 = _killed_submission(tmp_path, monkeypatch, fake)
+    fake.queue[("41", 0)] = "CANCELLED"
+    store.append(slurm.record_for(cell, plan_name=plan.name, run_id=run1, status="failed", error="x", job="41_0",
+                                  state=TaskState(state="CANCELLED"), notebooks_out=tmp_path, submitted_at=None))
+    run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False)
+    assert len(_notebook_rows(store)) == 1
+    assert not slurm.Ledger(store=store, plan_name=plan.name).path.exists()
+
+
+def test_local_backend_refuses_a_cell_running_as_slurm_job(tmp_path, monkeypatch):
+    from hweval.execute import run_plan as run
+    from hweval.slurm.ledger import SlurmJobLive
+
+    fake = FakeSlurm(monkeypatch)
+    plan, store, cell, run1 = _killed_submission(tmp_path, monkeypatch, fake, local=True)
+    fake.queue[("41", 0)] = "RUNNING"
+    with pytest.raises(SlurmJobLive) as exc:
+        run(plan, store=store, out=tmp_path / "out", backend="local", progress=False, resume=True)
+    msg = str(exc.value)
+    assert "\n" not in msg and cell.cell_id in msg and "Slurm job 41_0" in msg and "still running" in msg
+    fake.squeue_error = "squeue failed: slurm_load_jobs error: Unable to contact slurm controller"
+    with pytest.raises(SlurmJobLive, match=r"may still be running \(Slurm cannot be asked here: squeue failed"):
+        run(plan, store=store, out=tmp_path / "out", backend="local", progress=False, resume=True)
+    assert _notebook_rows(store) == [] and slurm.Ledger(store=store, plan_name=plan.name).load()

@@ -217,6 +217,43 @@ def _wait_running(name: str, timeout_s: float = 60) -> str | None:
     return None
 
 
+def test_resume_after_sigkilled_submitter_waits_for_its_live_job(cluster, tmp_path):
+    import signal
+
+    # the job sleeps 30 s: long enough to outlive its submitter and still run when --resume asks Slurm
+    plan = write_plan(tmp_path / "plan.yaml", "slurm-orphan", where(cluster),
+                      [{"notebook": "tiny", "params": {"sleep_s": 30.0, "value": 3}}])
+    store, out = tmp_path / "store", tmp_path / "out"
+    args = ("run", "--plan", str(plan), "--backend", "slurm", "--out", str(out), "--store", str(store))
+    proc = hweval(*args, background=True)
+    try:
+        job = _wait_running("hweval-slurm-orphan-" + _node_id())
+        assert job, "the job never started"
+        proc.send_signal(signal.SIGKILL)  # the submitter dies; its job goes on (batch semantics)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert any(r.endswith("RUNNING") for r in squeue("-j", job, "-o", "%T"))
+    assert not notebook_records(store).shape[0]
+    # the job ledger names the live job: --resume waits for it instead of submitting the cell again
+    waiter = hweval(*args, "--resume", background=True)
+    try:
+        _, err = waiter.communicate(timeout=240)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            subprocess.run(["scancel", job], timeout=30)
+    assert waiter.returncode == 0, err
+    assert "waiting for 1 cell(s) an earlier run submitted" in err and "submitted 1 cell(s)" not in err
+    [rec] = latest(store).values()
+    assert rec["status"] == "ok"
+    assert len(notebook_records(store)) == 1
+    values = decode(Store(store).query("select * from results where name = 'slurm_tiny'"))
+    assert len(values) == 1 and values.metrics.iloc[0]["slurm_job"].split("_")[0] == job
+    assert not list(store.glob(".hweval-slurm-*"))
+
+
 def test_ctrl_c_cancels_jobs_and_records_them(cluster, tmp_path):
     import signal
 

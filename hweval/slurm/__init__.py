@@ -61,7 +61,8 @@ of records per cell.
 The package: :mod:`~hweval.slurm.spec` (the ``slurm:`` mapping),
 :mod:`~hweval.slurm.scripts` (job arrays and their scripts),
 :mod:`~hweval.slurm.scheduler` (sbatch / squeue / jobcomp / sacct / scancel
-adapters), :mod:`~hweval.slurm.poller` (state polling and the poller's records)
+adapters), :mod:`~hweval.slurm.poller` (state polling and the poller's records),
+:mod:`~hweval.slurm.ledger` (submitted jobs that outlive a killed submitter)
 and :mod:`~hweval.slurm.backend` (:func:`run_plan`); their public names are
 re-exported here.
 """
@@ -69,6 +70,7 @@ re-exported here.
 from __future__ import annotations
 
 from hweval.slurm.backend import run_plan
+from hweval.slurm.ledger import Ledger, SlurmJobLive, reconcile
 from hweval.slurm.poller import LOST_AFTER_POLLS, POLL_S, RECORD_GRACE_S, StatePoller, record_for, wait
 from hweval.slurm.scheduler import (
     ABNORMAL,
@@ -99,7 +101,7 @@ from hweval.slurm.spec import (
 
 __all__ = [
     "ABNORMAL", "FINAL_STATUS", "LAUNCHERS", "LOST_AFTER_POLLS", "MANAGED_OPTIONS", "PENDING_STATES", "POLL_S",
-    "RECORD_GRACE_S", "SPEC_KEYS", "STARTUP_MARGIN_S", "Group", "SlurmSpec", "StatePoller", "TaskState",
+    "RECORD_GRACE_S", "SPEC_KEYS", "Ledger", "SlurmJobLive", "reconcile", "STARTUP_MARGIN_S", "Group", "SlurmSpec", "StatePoller", "TaskState",
     "cell_spec", "jobcomp_states", "make_groups", "node_spec", "python_executable", "record_for",
     "render_job_script", "require_slurm", "run_plan", "sacct_states", "sbatch_submit", "sbatch_test", "scancel",
     "scontrol_config", "squeue_states", "time_limit_min", "validate_plan", "wait",

@@ -11,6 +11,7 @@ from typing import Any
 
 from hwcore.errors import InputError
 from hwcore.store import Record, Store
+from hweval.slurm.ledger import Ledger
 from hweval.slurm.poller import POLL_S, RECORD_GRACE_S, record_for, wait
 from hweval.slurm.scheduler import TaskState, require_slurm, sbatch_submit, sbatch_test, scancel
 from hweval.slurm.scripts import Group, make_groups, python_executable, render_job_script
@@ -41,8 +42,15 @@ def run_plan(
     force: bool = False,
     progress: bool = True,
     poll_s: float | None = None,
+    adopted: dict[tuple[str, int], tuple[Group, Any]] | None = None,
 ) -> dict[str, str]:
     """Submit ``cells`` (already selected by the runner's resume/force rules) as job arrays and wait.
+
+    Every job array sbatch accepts goes into the plan's job ledger at once
+    (:class:`~hweval.slurm.ledger.Ledger`), and each task leaves it when its
+    outcome is stored, so a run killed meanwhile leaves its live jobs findable.
+    ``adopted``: tasks an earlier run submitted and left running
+    (:func:`~hweval.slurm.ledger.reconcile`); they are waited for with the new ones.
 
     Returns ``{cell_id: status}`` once every task has finished and has a
     notebook record of this run in the store. ``resume``/``force`` are
@@ -62,8 +70,9 @@ def run_plan(
     grace = _env_float("HWEVAL_SLURM_RECORD_GRACE_S", RECORD_GRACE_S)
     base = out / "slurm" / run_id
     notebooks_out = out / "runs" / run_id
-    groups = make_groups(plan, cells, base)  # validates every node's mapping first
+    groups = make_groups(plan, cells, base) if cells else []  # validates every node's mapping first
     require_slurm()
+    ledger = Ledger(store=st, plan_name=plan.name)
     python = python_executable()
     plan_path = Path(plan.path).resolve()
     from hweval.plan import REPO
@@ -100,6 +109,7 @@ def run_plan(
                                            notebooks_out=notebooks_out, submitted_at=submitted_at)
                                for c in g.cells)
                 continue
+            ledger.add(g, run_id=run_id, notebooks_out=notebooks_out, submitted_at=submitted_at)
             (g.dir / "job_id").write_text(g.job_id + "\n")
             for i, c in enumerate(g.cells):
                 tasks[(g.job_id, i)] = (g, c)
@@ -110,7 +120,8 @@ def run_plan(
         st.append(refused)
 
     statuses = {r.params["cell_id"]: r.status for r in refused}
-    statuses |= wait(tasks, plan=plan, st=st, run_id=run_id, poll_s=poll, grace_s=grace,
+    adopted = dict(adopted or {})
+    statuses |= wait(adopted | tasks, plan=plan, st=st, run_id=run_id, poll_s=poll, grace_s=grace,
                      notebooks_out=notebooks_out, submitted_at=submitted_at, progress=progress,
-                     cell_states=cell_states)
+                     cell_states=cell_states, on_resolved=ledger.resolve, adopted=len(adopted))
     return statuses

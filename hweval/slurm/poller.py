@@ -63,7 +63,15 @@ def record_for(cell: Any, *, plan_name: str, run_id: str, status: str, error: st
                        slurm_job=job, slurm_state=state.state, timeout_s=cell.timeout_s)
 
 
-def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_at, progress, cell_states):
+def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_at, progress, cell_states,
+         on_resolved=None, adopted=0):
+    """Poll ``tasks`` (``{(job_id, index): (Group, cell)}``) until each has its outcome in the store.
+
+    A group with its own ``run_id`` / ``notebooks_out`` / ``submitted_at`` (a job
+    array of an earlier, killed run: :mod:`hweval.slurm.ledger`) is checked and
+    recorded under those. ``on_resolved(keys)`` is called after each poll with
+    the tasks whose outcome is now stored. Returns ``{cell_id: status}``.
+    """
     if not tasks:
         return {}
     from rich.console import Console
@@ -72,7 +80,12 @@ def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_a
     job_ids = sorted({k[0] for k in tasks})
     poller = StatePoller(job_ids)
     console = Console(stderr=True)
-    console.print(f"slurm: submitted {len(tasks)} cell(s) as job array(s) {', '.join(job_ids)}")
+    if len(tasks) > adopted:
+        console.print(f"slurm: submitted {len(tasks) - adopted} cell(s) as job array(s) "
+                      f"{', '.join(sorted({k[0] for k, (g, _) in tasks.items() if g.run_id in (None, run_id)}))}")
+    if adopted:
+        console.print(f"slurm: waiting for {adopted} cell(s) an earlier run submitted and left running: job array(s) "
+                      f"{', '.join(sorted({k[0] for k, (g, _) in tasks.items() if g.run_id not in (None, run_id)}))}")
     bar = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.fields[info]}"), console=console, disable=not progress,
@@ -109,6 +122,7 @@ def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_a
                     final[k] = s
                     finished_at.setdefault(k, time.monotonic())
                 done_now = [k for k in open_keys if k in final]
+                resolved = []
                 if done_now:
                     recs = cell_states(st, plan.name)
                     new_records = []
@@ -116,7 +130,8 @@ def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_a
                         g, c = tasks[k]
                         s = final[k]
                         rec = recs.get(c.cell_id)
-                        mine = rec is not None and rec.get("run_id") == run_id
+                        task_run = g.run_id or run_id
+                        mine = rec is not None and rec.get("run_id") == task_run
                         job = f"{k[0]}_{k[1]}"
                         where = f"slurm job {job} ended {s.state}" + (f" (exit {s.exit_code})" if s.exit_code else "")
                         log = g.log(k[1])
@@ -127,18 +142,23 @@ def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_a
                                 error += f"; runner said: {rec['error'].splitlines()[0]}"
                         elif mine:
                             statuses[c.cell_id] = rec["status"]
+                            resolved.append(k)
                             continue
                         elif time.monotonic() - finished_at[k] < grace_s:
                             continue  # the record may not be visible yet on a shared filesystem
                         else:
                             status = "failed"
                             error = f"{where} without writing a result; log: {log}\n{_tail(log)}"
-                        new_records.append(record_for(c, plan_name=plan.name, run_id=run_id, status=status,
-                                                       error=error, job=job, state=s, notebooks_out=notebooks_out,
-                                                       submitted_at=submitted_at))
+                        new_records.append(record_for(c, plan_name=plan.name, run_id=task_run, status=status,
+                                                       error=error, job=job, state=s,
+                                                       notebooks_out=g.notebooks_out or notebooks_out,
+                                                       submitted_at=g.submitted_at or submitted_at))
                         statuses[c.cell_id] = status
+                        resolved.append(k)
                     if new_records:
                         st.append(new_records)
+                if resolved and on_resolved is not None:
+                    on_resolved(resolved)
                 info = " ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
                 if reasons:
                     info += f" (pending: {', '.join(sorted(reasons))})"
@@ -149,15 +169,19 @@ def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_a
         # cancel what is still queued or running so no orphaned job writes later; the poller is gone,
         # so record them here (the resume picks them up)
         scancel(job_ids)
-        recs = []
+        recs, keys = [], []
         for k, (g, c) in tasks.items():
             if c.cell_id not in statuses:
-                recs.append(record_for(c, plan_name=plan.name, run_id=run_id, status="failed",
+                keys.append(k)
+                recs.append(record_for(c, plan_name=plan.name, run_id=g.run_id or run_id, status="failed",
                                         error=f"slurm job {k[0]}_{k[1]} cancelled: hweval run interrupted",
                                         job=f"{k[0]}_{k[1]}", state=TaskState(state="CANCELLED", source="hweval"),
-                                        notebooks_out=notebooks_out, submitted_at=submitted_at))
+                                        notebooks_out=g.notebooks_out or notebooks_out,
+                                        submitted_at=g.submitted_at or submitted_at))
         try:
             st.append(recs)
+            if on_resolved is not None:
+                on_resolved(keys)
         except Exception as exc:  # noqa: BLE001 - the interrupt must propagate; unrecorded cells rerun on --resume
             warnings.warn(f"could not record the {len(recs)} cancelled cell(s) ({type(exc).__name__}: {exc}); "
                           "--resume runs them again", RuntimeWarning, stacklevel=2)

@@ -84,13 +84,20 @@ class TaskState:
     source: str = "squeue"
 
 
-def squeue_states(job_ids: Sequence[str]) -> dict[tuple[str, int], TaskState]:
-    """``{(array_job_id, task_index): TaskState}`` of every task slurmctld still knows."""
+def squeue_states(job_ids: Sequence[str], *, check: bool = False) -> dict[tuple[str, int], TaskState]:
+    """``{(array_job_id, task_index): TaskState}`` of every task slurmctld still knows.
+
+    A failing ``squeue`` gives ``{}``, or with ``check`` raises ``RuntimeError``
+    with its message (but not for job ids slurmctld has forgotten: those are
+    simply absent).
+    """
     if not job_ids:
         return {}
     res = _cmd(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(job_ids), "-o", "%F|%K|%T|%r|%N"])
     out: dict[tuple[str, int], TaskState] = {}
     if res.returncode != 0:
+        if check and "invalid job id" not in (res.stderr + res.stdout).lower():
+            raise RuntimeError(f"squeue failed: {_first_error_line(res.stderr + res.stdout)}")
         return out
     for line in res.stdout.splitlines():
         parts = line.strip().split("|")

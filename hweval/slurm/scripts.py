@@ -8,6 +8,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,11 @@ class Group:
     cells: list[Any]
     dir: Path
     job_id: str | None = None
+    #: set for a job array an earlier (killed) run submitted and this run waits for (hweval.slurm.ledger):
+    #: the run id, notebooks folder and submit time its records carry; None: this run's
+    run_id: str | None = None
+    notebooks_out: Path | None = None
+    submitted_at: datetime | None = None
 
     @property
     def script(self) -> Path:
