@@ -523,3 +523,58 @@ def test_local_backend_refuses_a_cell_running_as_slurm_job(tmp_path, monkeypatch
     with pytest.raises(SlurmJobLive, match=r"may still be running \(Slurm cannot be asked here: squeue failed"):
         run(plan, store=store, out=tmp_path / "out", backend="local", progress=False, resume=True)
     assert _notebook_rows(store) == [] and slurm.Ledger(store=store, plan_name=plan.name).load()
+
+
+def test_squeue_check_tells_forgotten_jobs_from_a_failing_squeue(monkeypatch):
+    def answer(stderr):
+        return lambda args, timeout=60: subprocess.CompletedProcess(args, 1, stdout="", stderr=stderr)
+
+    monkeypatch.setattr(slurm.scheduler, "_cmd", answer("slurm_load_jobs error: Invalid job id specified"))
+    assert slurm.squeue_states(["7"], check=True) == {}  # purged from slurmctld: absent, not an error
+    monkeypatch.setattr(slurm.scheduler, "_cmd", answer("slurm_load_jobs error: Unable to contact slurm controller"))
+    assert slurm.squeue_states(["7"]) == {}
+    with pytest.raises(RuntimeError, match="squeue failed: slurm_load_jobs error: Unable to contact"):
+        slurm.squeue_states(["7"], check=True)
+
+
+def test_ledger_add_resolve_atomic(tmp_path):
+    from datetime import UTC, datetime
+
+    store = Store(tmp_path / "store")
+    led = slurm.Ledger(store=store, plan_name="p/q")
+    assert led.path.name == ".hweval-slurm-p_q.json" and led.load() == []
+    for job, cells in (("41", ["a", "b"]), ("42", ["c"])):
+        g = Group(name=f"g{job}", node="cpu-a", spec=SlurmSpec(), time_limit_min=1,
+                  cells=[FakeCell(c) for c in cells], dir=tmp_path / job, job_id=job)
+        led.add(g, run_id="r1", notebooks_out=tmp_path / "nb", submitted_at=datetime.now(UTC))
+    assert [(j["job_id"], sorted(j["tasks"])) for j in led.load()] == [("41", ["0", "1"]), ("42", ["0"])]
+    assert sorted(p.name for p in led.scratch_dirs()) == [".hweval-cell-a", ".hweval-cell-b", ".hweval-cell-c"]
+    led.resolve([("41", 0), ("42", 0)])
+    assert [(j["job_id"], list(j["tasks"])) for j in led.load()] == [("41", ["1"])]
+    led.resolve([("41", 1)])
+    assert not led.path.exists() and not list(store.path.glob(".*.tmp"))
+    led.path.write_text("{not json")
+    with pytest.raises(InputError, match=r"cannot read the Slurm job ledger .*may still run: check squeue"):
+        led.load()
+
+
+def test_ctrl_c_cancels_records_and_empties_the_ledger(tmp_path, monkeypatch):
+    from hweval.execute import run_plan as run
+    from hweval.plan import load_plan
+
+    fake = FakeSlurm(monkeypatch)
+    cancelled = []
+    monkeypatch.setattr(slurm.poller, "scancel", cancelled.extend)
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    fake.on_poll = interrupt
+    plan = load_plan(_plan(tmp_path, {"partition": "cpu"}))
+    store = Store(tmp_path / "store")
+    with pytest.raises(KeyboardInterrupt):
+        run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False)
+    assert cancelled == ["41"]
+    [rec] = _notebook_rows(store)
+    assert rec.status == "failed" and "hweval run interrupted" in rec.error
+    assert not slurm.Ledger(store=store, plan_name=plan.name).path.exists()
