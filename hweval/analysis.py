@@ -19,7 +19,7 @@ Pipeline (statsmodels-style: ``analyze(...) -> Analysis``, frozen)::
 
 **Cost** = max(job accelerator-hours, a committed term's hours) x price per
 accelerator-hour: a 1-year commitment is billed for the year
-(:func:`term_hours`); on-demand and spot for the job's hours only (the same
+(:func:`hwmodels.catalog.term_hours`); on-demand and spot for the job's hours only (the same
 figure ``hweval predict --tokens --pricing`` gives).
 
 **Interval** (level stated, default 90%): multiplicative parts, each at the
@@ -707,15 +707,6 @@ def combine(parts: Sequence[IntervalPart]) -> tuple[float, float]:
     lo = math.exp(math.sqrt(sum(math.log(p.lo_factor) ** 2 for p in parts)))
     hi = math.exp(math.sqrt(sum(math.log(p.hi_factor) ** 2 for p in parts)))
     return lo, hi
-
-
-    m = re.search(r"(\d+)\s*-\s*\d+\s*day", term)  # a day range first: "1-182 day (not a 1-year plan)"
-    if m:
-        return int(m.group(1)) * 24.0
-    m = re.search(r"(\d+)-year", term)
-    if m:
-        return int(m.group(1)) * 8766.0  # hours per year (hwmodels.units.HOURS_PER_YEAR: 365.25 x 24)
-    return 0.0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -126,7 +126,7 @@ def build_dispatch(p: dict[str, Any], device: str) -> Setup:
         p0 = U.to_f64(params[0].detach().clone())
         g64 = [U.to_f64(g) for g in grads]
 
-        def fn():
+        def phase():
             for q, g in zip(params, grads, strict=True):
                 q.grad = g  # re-attached, as backward leaves them
             torch.nn.utils.clip_grad_norm_(params, CLIP)
@@ -143,7 +143,7 @@ def build_dispatch(p: dict[str, Any], device: str) -> Setup:
         def fn_fresh():
             for g, b in zip(grads, base, strict=True):
                 g.copy_(b)
-            return fn()
+            return phase()
 
         return Setup(fn=fn_fresh, inputs=[()], reference=reference, output=lambda y: y.detach(), tolerance=1e-5,
                      sync=sync, metadata={"impl": "clip_grad_norm_ + AdamW(foreach=True).step + zero_grad",

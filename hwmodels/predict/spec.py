@@ -23,9 +23,8 @@ The suite's own CPU workloads (``workloads/``) are described by
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from hwmodels.errors import ModelInputError, choices_error
