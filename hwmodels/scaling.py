@@ -19,7 +19,10 @@ the R ``usl`` package does), or on log throughput with ``errors="multiplicative"
 ``errors="auto"`` (the default): both are fitted and the one with the higher
 Gaussian likelihood *on the throughput scale* wins -- the log fit's likelihood
 carries the Jacobian ``-sum ln y`` of the transform (Box & Cox, JRSS B 26,
-1964, sec. 3), so the two are comparable. The covariance is ``s^2 (J^T J)^-1``
+1964, sec. 3), so the two are comparable. When 3 or more device counts were run
+at least twice, the likelihood is that of the repeats' scatter around their own
+means (pure error, :func:`pure_error_loglik`): how the noise scales is then read
+from the repeats, not from how well a curve fits. The covariance is ``s^2 (J^T J)^-1``
 on the column-scaled Jacobian (:func:`hwmodels.results.cov_from_jacobian`),
 cross-checked against statsmodels OLS on the linearized model in the tests.
 Parameter intervals are Wald/Student t (see :mod:`hwmodels.results`).
@@ -156,6 +159,39 @@ def efficiency(devices: Any, throughput: Any) -> np.ndarray:
     return (x / n) / (x[i] / n[i])
 
 
+#: repeats needed before the run-to-run scatter decides the error model: device counts with >= 2 runs
+PURE_ERROR_MIN_GROUPS = 3
+
+
+def pure_error_loglik(n: np.ndarray, x: np.ndarray) -> dict[str, float] | None:
+    """Log-likelihoods, on the throughput scale, of the repeats' scatter around their own group means under
+    a constant sd (additive) and a constant relative sd (multiplicative: normal on log throughput, with the
+    Jacobian ``-sum ln y``), each variance profiled out (maximum likelihood over the ``m`` repeated runs, as
+    the Box-Cox comparison needs the same count in both); ``None`` with fewer than
+    :data:`PURE_ERROR_MIN_GROUPS` device counts measured at least twice (or no scatter at all).
+
+    This judges how the noise scales from the repeats alone, so a curve that misses the data (lack of fit)
+    cannot decide it, as it does when the residuals are compared.
+    """
+    dev_a = dev_m = 0.0
+    k = m = 0
+    logy = []
+    for v in np.unique(n):
+        y = x[n == v]
+        if y.size < 2:
+            continue
+        k += 1
+        m += y.size
+        dev_a += float(np.sum((y - y.mean()) ** 2))
+        ly = np.log(y)
+        dev_m += float(np.sum((ly - ly.mean()) ** 2))
+        logy.append(float(np.sum(ly)))
+    if k < PURE_ERROR_MIN_GROUPS or dev_a <= 0 or dev_m <= 0:
+        return None
+    return {"additive": -0.5 * m * math.log(dev_a / m),
+            "multiplicative": -0.5 * m * math.log(dev_m / m) - sum(logy)}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Scaling:
     """``Scaling(model="auto"|"amdahl"|"usl", errors="auto"|"additive"|"multiplicative").fit(n, x)``."""
@@ -191,6 +227,15 @@ class Scaling:
             return self._not_identifiable(n, x, distinct)
         if self.errors == "auto":
             fits = {e: self._select(n, x, e) for e in ("additive", "multiplicative")}
+            pure = pure_error_loglik(n, x)
+            if pure is not None:
+                # repeated runs say how the run-to-run noise scales, apart from how well any curve fits
+                best_e = max(pure, key=pure.get)
+                r = fits[best_e]
+                meta = dict(r.meta, errors_selected_by="scatter of repeated runs (pure error) on the throughput "
+                                                       "scale: constant sd vs constant relative sd",
+                            loglik_pure_additive=pure["additive"], loglik_pure_multiplicative=pure["multiplicative"])
+                return replace(r, meta=meta)
             # Gaussian log-likelihood on the throughput scale, variance profiled out; the log fit pays -sum ln y
             ll = {e: -0.5 * r.n * math.log(max(r.rss, 1e-300) / r.n) - (float(np.sum(np.log(x))) if e == "multiplicative" else 0.0)
                   for e, r in fits.items()}
