@@ -152,11 +152,11 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                          precision=prec, hybrid_shard=hybrid)
         else:
             res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
-                         sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, top=1)
+                         sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1)
             if res.best is None and sh is not None:
                 # the stated sharding does not fit (e.g. NeMo's default distributed optimizer reported as ddp)
                 res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
-                             sharding=None, micro_batch=mb, recompute=rc, eta=1.0, top=1)
+                             sharding=None, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1)
                 if res.best is not None:
                     notes.append(f"{rid}: stated sharding {sh} does not fit; searched: {res.best.layout.sharding}")
             if res.best is None:

@@ -186,3 +186,20 @@ def test_disturbed_steps_are_flagged_beside_the_prediction():
     loud = A.measured_checks(node, A.Measurements(kernels=tuple(gemm), workloads=(run(2.6), run(0.5), run(0.05))))
     assert quiet[0].step_noise == pytest.approx(0.08) and not quiet[0].noisy
     assert loud[0].step_noise == pytest.approx(0.5) and loud[0].noisy
+
+
+def test_framework_factor_does_not_divide_the_attention_kernel():
+    """eta covers what a framework loses around its GEMMs and element-wise kernels; the attention kernel's rate
+    is already the rate of the kernel it runs, so only the rest of the compute is divided."""
+    from hwmodels.predict.predictor import _head_cost, _layer_cost
+
+    cal = calibrate(default_catalog().get("h100-sxm"), [])
+    spec = from_workload("transformer_lm", {"layers": 4, "width": 1024, "heads": 8, "seq_len": 8192})
+    lay = Layout(dp=1, micro_batch=1, sharding="none", recompute="none", precision="bf16")
+    one = step_times(spec, cal, lay, global_batch=1, eta=1.0)
+    half = step_times(spec, cal, lay, global_batch=1, eta=0.5)
+    cf, cb, *_, attn = _layer_cost(cal, spec, 1, 1, 8192, "none", False, "flash", "bf16")
+    hf, hb, *_ = _head_cost(cal, spec, 1, 1, 8192, "bf16")
+    assert attn > 0.2 * (cf + cb)  # long sequence: attention is a large share
+    assert one.compute == pytest.approx(4 * (cf + cb) + hf + hb)
+    assert half.compute == pytest.approx(2 * (4 * (cf + cb - attn) + hf + hb) + 4 * attn)

@@ -90,12 +90,13 @@ def _head_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, pr
 def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: int, level: str, rpn: int):
     gemm_dtype = precision
     e = O.dtype_bytes(precision) if precision != "fp8" else 1.0
-    cf = cb = mf = mb_ = comm = 0.0
+    cf = cb = mf = mb_ = comm = attn = 0.0
     for op in ops:
         if op.kind == "gemm":
             t = cal.gemm_time(op.m, op.n, op.k, gemm_dtype, e) * op.count
         elif op.kind == "attention":
             t = cal.attention_time(op.flops, seq, "bf16" if precision == "fp8" else precision)
+            attn += t
         elif op.kind == "memory":
             t = cal.memory_time(op.nbytes, op.launches)
         else:
@@ -111,7 +112,7 @@ def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: i
             cf += t
         else:
             cb += t
-    return cf, cb, mf, mb_, comm, 0.0
+    return cf, cb, mf, mb_, comm, attn
 
 
 def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
@@ -134,11 +135,14 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     if memory_only:
         return StepTimes(compute=0, memory_bound=0, exposed_comm=0, bubble=0, overhead=0, model_flops=model_f,
                          hardware_flops=hw_f, memory=mem, microbatches=m)
-    cf, cb, mf, mbw, tpc, _ = _layer_cost(cal, spec, tp, mbs, seq, layout.recompute, layout.sequence_parallel,
-                                          attention, layout.precision)
+    cf, cb, mf, mbw, tpc, attn = _layer_cost(cal, spec, tp, mbs, seq, layout.recompute, layout.sequence_parallel,
+                                             attention, layout.precision)
     hf, hb, hmf, hmb, _, _ = _head_cost(cal, spec, tp, mbs, seq, layout.precision)
     stage_layers = -(-L // pp)
-    c_stage = (stage_layers * (cf + cb) + hf + hb) / eta
+    # the framework factor eta covers what a framework loses around its GEMMs and element-wise kernels; the
+    # attention kernel's rate is already that of the kernel the framework runs (a published fwd+bwd curve or a
+    # measured record), so it is not divided again
+    c_stage = (stage_layers * (cf + cb - attn) + hf + hb) / eta + stage_layers * attn
     m_stage = (stage_layers * (mf + mbw) + hmf + hmb) / eta
     tp_stage = stage_layers * tpc / comm_eff
     place = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)

@@ -66,11 +66,12 @@ def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: i
     key = (lay.tp, lay.micro_batch, lay.recompute, lay.sequence_parallel, lay.precision)
     costs = memo.get(key)
     if costs is None:
-        cf, cb, mf, mb, _, _ = _layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
-                                           lay.sequence_parallel, "flash", lay.precision)
+        cf, cb, mf, mb, _, attn = _layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
+                                              lay.sequence_parallel, "flash", lay.precision)
         hf, hb, hmf, hmb, _, _ = _head_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.precision)
-        costs = memo[key] = (cf + cb + mf + mb, hf + hb + hmf + hmb)
-    stage = (-(-spec.n_layers // lay.pp) * costs[0] + costs[1]) / eta
+        costs = memo[key] = (cf + cb + mf + mb - attn, hf + hb + hmf + hmb, attn)
+    layers = -(-spec.n_layers // lay.pp)
+    stage = (layers * costs[0] + costs[1]) / eta + layers * costs[2]  # attention is not divided (step_times)
     m = -(-gb // (lay.dp * lay.micro_batch))
     t = stage * (m + ((lay.pp - 1) / lay.interleave if lay.pp > 1 else 0.0))
     return t / (m * lay.dp * lay.micro_batch)
