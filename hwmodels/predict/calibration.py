@@ -807,11 +807,12 @@ def _published_csv_curves(pub: list[dict[str, str]], apn: int) -> dict[str, list
 
 
 @lru_cache(maxsize=64)
-def _fit_curve(collective: str, ranks: int, sizes: tuple[float, ...], times: tuple[float, ...]
-               ) -> tuple[CommsResult, float] | None:
-    """CommsModel fit of one curve (sizes >= COMMS_FIT_MIN_BYTES) and its relative 1-sigma (module docstring)."""
+def _fit_curve(collective: str, ranks: int, sizes: tuple[float, ...], times: tuple[float, ...],
+               ceiling: float | None = None) -> tuple[CommsResult, float] | None:
+    """CommsModel fit of one curve (sizes >= COMMS_FIT_MIN_BYTES) and its relative 1-sigma (module docstring).
+    ``ceiling``: the line-rate bound on busbw across domains (``LinkModel.network_ceiling``), None inside one."""
     try:
-        res = CommsModel(collective=collective, min_size_bytes=COMMS_FIT_MIN_BYTES).fit(
+        res = CommsModel(collective=collective, min_size_bytes=COMMS_FIT_MIN_BYTES, max_busbw=ceiling).fit(
             list(sizes), time_s=list(times), ranks=ranks)
     except ModelInputError:
         return None
@@ -850,7 +851,10 @@ def _comms(node: Any, pts: list[KernelPoint], pub: list[dict[str, str]], use_pub
             for c in mine:
                 if c.collective in fits:
                     continue
-                got = _fit_curve(c.collective, c.ranks, c.sizes, c.times)
+                # across nodes the NICs' line rate bounds the fitted asymptote (hwmodels.comms "Ceiling"):
+                # a sweep that stops while still ramping cannot extrapolate past the wire
+                got = _fit_curve(c.collective, c.ranks, c.sizes, c.times,
+                                 ceiling=link.network_ceiling(c.collective, c.ranks) if level == "inter" else None)
                 if got is None:
                     continue
                 res, rel = got
