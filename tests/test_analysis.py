@@ -188,3 +188,14 @@ def test_counted_attempt_rules(tmp_path, monkeypatch):
     assert Attempts.of(only, [], own=None).counts(only[0])
     # rows without a cell always count
     assert att.counts(KernelRecord(kernel="gemm", run_id="Z", plan="p"))
+
+
+def test_predict_kernel_points_count_one_attempt_per_cell(tmp_path, monkeypatch):
+    """hweval predict's source (a) reads the store the same way: a killed attempt's rows do not count twice."""
+    from hweval.commands import predict as P
+
+    monkeypatch.delenv("HWEVAL_CELL_ID", raising=False)
+    _attempts_store(tmp_path / "s")
+    monkeypatch.setenv("HWEVAL_STORE", str(tmp_path / "s"))
+    got = sorted((p.where, p.params["n"]) for p in P._kernel_points("t"))
+    assert got == [("(store run A)", 1), ("(store run A)", 2), ("(store run B)", 3), ("(store run B)", 4)]

@@ -100,11 +100,12 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
 def _kernel_points(node_id: str) -> list[Any]:
     """Source (a): this suite's kernel records of ``node_id`` in the default store (none when unreadable)."""
     try:
-        from hwcore.records import KernelRecord, read
+        from hwcore.records import CellRecord, KernelRecord, current, read
         from hwcore.store import Store
         from hwmodels.predict.calibration import KernelPoint
         store = Store(None)
-        recs = read(store, KernelRecord)
+        # one attempt per plan cell counts (a killed cell's rows are set aside once it was resumed ok)
+        recs, _aside = current(read(store, KernelRecord), read(store, CellRecord))
     except (InputError, OSError) as exc:  # an unreadable store: no measured source, the others apply; say so
         warnings.warn(f"predict: store not read ({exc}); measured kernel rates not used", stacklevel=2)
         return []
