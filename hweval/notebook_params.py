@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hwcore import params as P
-from hwcore.errors import InputError
+from hwcore.errors import InputError, choices_error
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,13 +137,33 @@ def _knob_spec(name: str) -> P.Type:
     return field_specs(TrainKnobs)[name]
 
 
-def _catalog_ids() -> tuple[str, ...]:
-    from hwmodels.catalog import default_catalog
+def _catalog_ids(catalog_dir: str | None = None, where: str = "catalog") -> tuple[str, ...]:
+    """Node ids of the default catalog, or of ``catalog_dir`` (a directory or one ``.toml`` file)."""
+    from hwmodels.catalog import default_catalog, load_catalog
 
     try:
-        return tuple(default_catalog().ids())
-    except ValueError as exc:  # hwmodels.errors.ModelInputError: a malformed catalog file
-        raise InputError(f"catalog: {exc}") from exc
+        return tuple((load_catalog(catalog_dir) if catalog_dir else default_catalog()).ids())
+    except (ValueError, OSError) as exc:  # hwmodels.errors.ModelInputError: a malformed or missing catalog
+        raise InputError(f"{where}: {exc}") from exc
+
+
+#: parameters naming catalog node ids: checked against the cell's own ``catalog_dir`` when it declares one
+CATALOG_ID_PARAMS = ("node", "measured_node", "candidates")
+
+
+def _check_catalog_ids(declared: Mapping[str, Parameter], full: Mapping[str, Any], where: str) -> None:
+    names = [n for n in CATALOG_ID_PARAMS if n in declared]
+    if not names:
+        return
+    cdir = str(full.get("catalog_dir") or "") if "catalog_dir" in declared else ""
+    ids = _catalog_ids(cdir or None, f"{where}.catalog_dir")
+    for name in names:
+        val = full.get(name)
+        vals = [(f"{where}.{name}[{i}]", v) for i, v in enumerate(val)] if isinstance(val, list) \
+            else [(f"{where}.{name}", val)]
+        for field, v in vals:
+            if v not in ids and not (v == "" and name != "candidates"):
+                raise choices_error(field, v, ids)
 
 
 def _stream_ops() -> tuple[str, ...]:
@@ -191,11 +211,13 @@ VOCABULARY: dict[str, Callable[[], P.Type]] = {
     "gemm_dtypes": lambda: P.List(_kernel_spec("gemm", "dtype")),
     "stream_ops": lambda: P.List(P.Str(choices=_stream_ops())),
     "stream_sizes": lambda: P.List(_kernel_spec("stream_copy", "n")),
+    "dispatch_tensors": lambda: P.List(_kernel_spec("dispatch", "tensors"), nonempty=False),
     "warmup_ms": lambda: __import__("kernels.registry", fromlist=["WARMUP_MS"]).WARMUP_MS,
     "measure_ms": lambda: __import__("kernels.registry", fromlist=["MEASURE_MS"]).MEASURE_MS,
-    "node": lambda: P.Str(choices=_catalog_ids(), also=("",)),
-    "measured_node": lambda: P.Str(choices=_catalog_ids(), also=("",)),
-    "candidates": lambda: P.List(P.Str(choices=_catalog_ids()), nonempty=False),
+    # catalog ids: checked by check_cell against the cell's catalog_dir (default catalog when it has none)
+    "node": lambda: P.Str(oneline=True),
+    "measured_node": lambda: P.Str(oneline=True),
+    "candidates": lambda: P.List(P.Str(oneline=True), nonempty=False),
     "workloads_list": lambda: P.List(P.Str(choices=_workloads())),
     "workload": lambda: P.Str(choices=_workloads()),
     "preset": lambda: P.Str(choices=_presets(), also=("",)),
@@ -241,6 +263,7 @@ def check_cell(declared: Mapping[str, Parameter], params: Mapping[str, Any], *, 
                node: str | None = None, local: bool = False) -> None:
     """Check a cell's parameters together (defaults filled in); errors name ``where.<param>``."""
     full = {name: params.get(name, prm.default) for name, prm in declared.items()}
+    _check_catalog_ids(declared, full, where)
     _check_workload_params(declared, full, params, where)
     if node is not None:
         _check_memory(full, params, where, node, local)

@@ -202,3 +202,30 @@ def test_yaml_aliases_and_binary_files_are_one_line(tmp_path):
     p.write_bytes(b"\x00\x01")
     with pytest.raises(InputError, match="a binary file"):
         load_plan(p)
+
+
+def test_catalog_ids_follow_the_cells_own_catalog_dir(tmp_path):
+    """measured_node / candidates name nodes of the catalog the cell reads (its catalog_dir), not only the default."""
+    repo = Path(__file__).resolve().parent.parent
+    cat = tmp_path / "cat"
+    cat.mkdir()
+    src = (repo / "data/catalog/h100-sxm.toml").read_text()
+    (cat / "my-h100.toml").write_text(src.replace('id = "h100-sxm"', 'id = "my-h100"'))
+    body = f"""\
+        nodes: [{NODE}]
+        matrix:
+          - notebook: 04_convergence
+        report:
+          notebook: 05_procurement_report
+          params: {{catalog_dir: {cat}, measured_node: "", candidates: [my-h100]}}
+        """
+    plan = load_plan(write_plan(tmp_path, body))
+    assert plan.report.params["candidates"] == ["my-h100"]
+    # the same id against the default catalog: one line naming the field and the valid ids
+    with pytest.raises(InputError, match=r"report\.params\.candidates\[0\]: unknown value 'my-h100'; valid choices: .*h100-sxm"):
+        load_plan(write_plan(tmp_path, body.replace(f"catalog_dir: {cat}, ", "")))
+    # and an id the custom catalog lacks
+    with pytest.raises(InputError, match=r"report\.params\.candidates\[0\]: unknown value 'h100-sxm'; valid choices: my-h100"):
+        load_plan(write_plan(tmp_path, body.replace("[my-h100]", "[h100-sxm]")))
+    with pytest.raises(InputError, match=r"report\.params\.catalog_dir"):
+        load_plan(write_plan(tmp_path, body.replace(str(cat), str(tmp_path / "missing"))))
