@@ -55,6 +55,7 @@ import pandas as pd
 
 from hwcore.errors import InputError
 from hwcore.store import Store
+from hwmodels.dtypes import predict_precision
 from hweval.job import Job, TokenBudget, job_tokens, parse_job
 
 LEVEL = 0.9
@@ -654,11 +655,10 @@ def measured_checks(node: Any, m: Measurements, *, level: float = LEVEL) -> list
         steps = [float(r["step_time_s"]["median_s"]) if isinstance(r.get("step_time_s"), dict)
                  and _num(r["step_time_s"].get("median_s")) else batch / float(r["samples_per_s"]) for r in runs]
         mi = mean_interval(steps, level, noise_floor_cv=m.noise_floor_cv)
-        prec = str(p.get("precision") or "fp32")
-        prec = prec if prec in ("fp32", "bf16", "fp16") else "fp32"
-        pred_s = plo = phi = None
+        pred_s = plo = phi = prec = None
         calib = "; ".join(f"{k}: {v}" for k, v in list(cal.sources().items())[:3])
         try:
+            prec = predict_precision(str(p.get("precision") or "") or None)  # bf16_autocast -> bf16
             spec = from_workload(name, p)
             if isinstance(spec, ModelSpec):
                 pr = predict_job(hardware=node, accelerators=1, model=spec, global_batch=batch, micro_batch=batch,

@@ -85,6 +85,22 @@ PEAK_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 PREDICT_PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
 
 
+#: a training run's precision setting (the workloads' ``precision`` knob, a record's) -> the predictor's precision:
+#: autocast runs the GEMMs in bf16 over fp32 master weights, which the predictor models as bf16
+_RUN_PRECISION = {"fp32": "fp32", "bf16": "bf16", "bf16_autocast": "bf16", "fp16": "fp16", "fp16_autocast": "fp16",
+                  "fp8": "fp8"}
+
+
+def predict_precision(run_precision: str | None, default: str = "fp32") -> str:
+    """The :data:`PREDICT_PRECISIONS` member a run's precision setting is modelled as (``default`` when unset);
+    an unknown setting lists the valid ones."""
+    if run_precision in (None, ""):
+        return default
+    if run_precision not in _RUN_PRECISION:
+        raise choices_error("precision", run_precision, _RUN_PRECISION)
+    return _RUN_PRECISION[run_precision]
+
+
 def get(name: str) -> DType:
     """The :class:`DType` named ``name``; an unknown name lists the valid ones."""
     try:

@@ -45,3 +45,16 @@ def test_every_site_uses_the_vocabulary():
         for p in k.params:
             if p.name == "dtype" and p.choices:
                 assert set(p.choices) <= set(dtypes.KERNEL_DTYPES), k.name
+
+
+def test_run_precision_maps_to_the_predictors():
+    from hwmodels.dtypes import PREDICT_PRECISIONS, predict_precision
+    from hwmodels.errors import ModelInputError
+
+    assert predict_precision("bf16_autocast") == "bf16"  # autocast: bf16 GEMMs over fp32 master weights
+    assert predict_precision("fp32") == "fp32" and predict_precision(None) == "fp32" and predict_precision("") == "fp32"
+    assert predict_precision(None, default="bf16") == "bf16"
+    for p in ("fp32", "bf16", "bf16_autocast", "fp16", "fp8"):
+        assert predict_precision(p) in PREDICT_PRECISIONS
+    with pytest.raises(ModelInputError, match="precision: unknown value 'int4'"):
+        predict_precision("int4")

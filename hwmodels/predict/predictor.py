@@ -37,6 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hwmodels.dtypes import predict_precision
 from hwmodels.errors import ModelInputError
 from hwmodels.predict import ops as O
 from hwmodels.predict.calibration import Calibration
@@ -434,7 +435,7 @@ def predict_workload(name: str, config: dict[str, Any], cal: Calibration, *, att
     from hwmodels.predict.spec import from_workload
 
     spec = from_workload(name, config)
-    prec = {"fp32": "fp32", "bf16_autocast": "bf16", "bf16": "bf16"}.get(str(config.get("precision", "fp32")), "fp32")
+    prec = predict_precision(str(config.get("precision") or "") or None)
     nprocs = int(config.get("nprocs", 1) or 1)
     batch = int(config.get("batch_size", 16))
     accum = int(config.get("grad_accum", 1) or 1)
