@@ -311,6 +311,10 @@ def render(an: A.Analysis, report_dir: str | Path, *, title: str = "hweval procu
     items += [f"<li>{_esc(n)}</li>" for n in an.notes]
     items.append(f"<li>noise floor for single/double measurements: CV {an.measurements.noise_floor_cv:.1%} "
                  f"({_esc(an.measurements.noise_floor_source)})</li>")
+    if an.measurements.set_aside:
+        items.append(f"<li>{an.measurements.set_aside} measurement row(s) of superseded cell attempts (a cell killed "
+                     "or failed, then re-run) are kept in the store but not counted here: one attempt per cell "
+                     "counts (hweval results --all-attempts shows them)</li>")
     if an.stale_prices:
         items.append(f"<li class='warn'>{len(an.stale_prices)} price(s) used are older than 12 months: "
                      + _esc("; ".join(an.stale_prices)) + "</li>")

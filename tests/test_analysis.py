@@ -199,3 +199,13 @@ def test_predict_kernel_points_count_one_attempt_per_cell(tmp_path, monkeypatch)
     monkeypatch.setenv("HWEVAL_STORE", str(tmp_path / "s"))
     got = sorted((p.where, p.params["n"]) for p in P._kernel_points("t"))
     assert got == [("(store run A)", 1), ("(store run A)", 2), ("(store run B)", 3), ("(store run B)", 4)]
+
+
+def test_report_says_how_many_rows_were_set_aside(tmp_path, monkeypatch):
+    from hweval import report
+
+    monkeypatch.delenv("HWEVAL_CELL_ID", raising=False)
+    st = _attempts_store(tmp_path / "s")
+    out = report.build_report(store=st, plan="p", report_dir=tmp_path / "rep")
+    assert out.analysis.measurements.set_aside == 1
+    assert "1 measurement row(s) of superseded cell attempts" in out.html.read_text()
