@@ -159,6 +159,16 @@ def _slurm_leftovers(plan: Plan, store: Store, cells: list[Cell], *, backend: st
     return found.adopted
 
 
+def _ledger_cells(plan: Plan, store: Store) -> dict[str, str]:
+    """cell id -> job id of the plan's Slurm job ledger (tasks submitted by an earlier run, not yet recorded)."""
+    if importlib.util.find_spec("hweval.slurm") is None:
+        return {}
+    from hweval.slurm.ledger import Ledger
+
+    return {str(c.get("cell_id")): f"{j['job_id']}_{i}" for j in Ledger(store=store, plan_name=plan.name).load()
+            for i, c in j["tasks"].items()}
+
+
 def _ledger_scratch(plan: Plan, store: Store) -> list[Path]:
     if importlib.util.find_spec("hweval.slurm") is None:
         return []
@@ -203,7 +213,10 @@ def _run(*, plan: Plan, store: Store, out: Path, jobs: int, resume: bool, force:
         log(f"{len(kept['failed'])} cell(s) failed earlier and are not re-run; use --resume to re-run them")
 
     if dry_run:
-        listing = [("run" if c in todo else ("done" if c in kept["done"] else "failed (kept)"), c) for c in cells]
+        # read-only: the ledger's tasks are listed as submitted jobs (a real run asks Slurm whether they still run)
+        in_ledger = _ledger_cells(plan, store)
+        listing = [(f"slurm job {in_ledger[c.cell_id]}" if c in todo and c.cell_id in in_ledger
+                    else "run" if c in todo else ("done" if c in kept["done"] else "failed (kept)"), c) for c in cells]
         return RunOutcome(**outcome, dry_run=True, listing=listing)
 
     if out.is_dir():

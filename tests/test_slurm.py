@@ -578,3 +578,17 @@ def test_ctrl_c_cancels_records_and_empties_the_ledger(tmp_path, monkeypatch):
     [rec] = _notebook_rows(store)
     assert rec.status == "failed" and "hweval run interrupted" in rec.error
     assert not slurm.Ledger(store=store, plan_name=plan.name).path.exists()
+
+
+def test_dry_run_lists_a_ledger_task_as_its_slurm_job(tmp_path, monkeypatch):
+    """--dry-run reads the ledger (it does not ask Slurm or write anything): a cell submitted by a killed run
+    shows as that job, not as a cell to run."""
+    from hweval.execute import run_plan as run
+
+    fake = FakeSlurm(monkeypatch)
+    plan, store, cell, _ = _killed_submission(tmp_path, monkeypatch, fake)
+    before = sorted(p.name for p in Path(store.path).iterdir())
+    out = run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False, dry_run=True)
+    assert [(what, c.cell_id) for what, c in out.listing] == [("slurm job 41_0", cell.cell_id)]
+    assert fake.submitted == ["41"]  # nothing submitted
+    assert sorted(p.name for p in Path(store.path).iterdir()) == before  # nothing written
