@@ -156,6 +156,8 @@ def _check_catalog_ids(declared: Mapping[str, Parameter], full: Mapping[str, Any
     if not names:
         return
     cdir = str(full.get("catalog_dir") or "") if "catalog_dir" in declared else ""
+    if cdir and not Path(cdir).is_absolute():
+        cdir = str(Path(__file__).resolve().parent.parent / cdir)  # notebooks run in the project root
     ids = _catalog_ids(cdir or None, f"{where}.catalog_dir")
     for name in names:
         val = full.get(name)
