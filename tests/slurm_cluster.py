@@ -81,7 +81,7 @@ class SlurmCluster:
         ctld, slurmd = sorted(ports)
         env = dict(os.environ, ROOT=str(self.root), SLURMCTLD_PORT=str(ctld), SLURMD_PORT=str(slurmd),
                    KILL_WAIT_S="2", CPUS=str(max(4, os.cpu_count() or 1)), PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-        res = subprocess.run(["bash", str(HERE / "start.sh")], capture_output=True, text=True, env=env, timeout=120)
+        res = subprocess.run(["bash", str(HERE / "start.sh")], capture_output=True, text=True, env=env, timeout=300)
         self.conf = self.root / "slurm" / "slurm.conf"
         self.partition = "debug"
         if res.returncode != 0 or "idle" not in res.stdout:
