@@ -209,3 +209,23 @@ def test_report_says_how_many_rows_were_set_aside(tmp_path, monkeypatch):
     out = report.build_report(store=st, plan="p", report_dir=tmp_path / "rep")
     assert out.analysis.measurements.set_aside == 1
     assert "1 measurement row(s) of superseded cell attempts" in out.html.read_text()
+
+
+def test_disturbed_steps_are_flagged_beside_the_prediction():
+    from hweval import analysis as A
+
+    from hwmodels.catalog import default_catalog
+
+    node = default_catalog().get("cpu-epyc-zen4-2c")
+    gemm = [{"kernel": "gemm", "status": "ok", "params": {"m": s, "n": s, "k": s, "dtype": "fp32"},
+             "flops_per_s": 8e10, "median_s": 2 * s ** 3 / 8e10} for s in (128, 256, 512)]
+
+    def run(noise):
+        return {"workload": "mlp_regressor", "status": "ok", "samples_per_s": 32 / 2e-3,
+                "params": {"hidden": 32, "depth": 2, "batch_size": 32, "precision": "fp32", "nprocs": 1},
+                "step_time_s": {"median_s": 2e-3, "noise_ratio": noise}}
+
+    quiet = A.measured_checks(node, A.Measurements(kernels=tuple(gemm), workloads=(run(0.05), run(0.08))))
+    loud = A.measured_checks(node, A.Measurements(kernels=tuple(gemm), workloads=(run(2.6), run(0.5), run(0.05))))
+    assert quiet[0].step_noise == pytest.approx(0.08) and not quiet[0].noisy
+    assert loud[0].step_noise == pytest.approx(0.5) and loud[0].noisy
