@@ -17,7 +17,10 @@
 # checked against a higher-precision reference before timing
 # (`kernels.registry`), then a roofline fitted to the measured points
 # (`hwmodels.roofline`) and compared with the node's datasheet peak from the
-# catalog. Every measurement and the fit go to the results store.
+# catalog. On a CPU the host-dispatch probes (`kernels/dispatch.py`: per
+# differentiable op, per optimizer phase) are measured too: the step-time
+# predictor charges them where ops run one after another on the host. Every
+# measurement and the fit go to the results store.
 
 # %% tags=["parameters"]
 device: str = "cpu"  # device the kernels run on (cpu, cuda, cuda:N)
