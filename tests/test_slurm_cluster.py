@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -81,7 +82,11 @@ def hweval(*args: str, env: dict | None = None, background: bool = False, timeou
     full.update(env or {})
     cmd = [sys.executable, "-m", "hweval", *args]
     if background:
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full, cwd=REPO)
+        # SIGINT back to its default in the child: a suite started in the background of a non-interactive shell
+        # (nohup, `cmd &`) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so
+        # the Ctrl-C test's signal would do nothing (seen: /proc/<pid>/status SigIgn had SIGINT set)
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full, cwd=REPO,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return subprocess.run(cmd, capture_output=True, text=True, env=full, cwd=REPO, timeout=timeout)
 
 
@@ -218,8 +223,6 @@ def _wait_running(name: str, timeout_s: float = 180) -> str | None:  # generous:
 
 
 def test_resume_after_sigkilled_submitter_waits_for_its_live_job(cluster, tmp_path):
-    import signal
-
     # the job sleeps 60 s: long enough to outlive its submitter and still run when --resume asks Slurm, on a
     # loaded machine too
     plan = write_plan(tmp_path / "plan.yaml", "slurm-orphan", where(cluster),
@@ -256,8 +259,6 @@ def test_resume_after_sigkilled_submitter_waits_for_its_live_job(cluster, tmp_pa
 
 
 def test_ctrl_c_cancels_jobs_and_records_them(cluster, tmp_path):
-    import signal
-
     plan = write_plan(tmp_path / "plan.yaml", "slurm-sigint", where(cluster),
                       [{"notebook": "tiny", "params": {"sleep_s": 600.0}}])
     store, out = tmp_path / "store", tmp_path / "out"
@@ -266,18 +267,10 @@ def test_ctrl_c_cancels_jobs_and_records_them(cluster, tmp_path):
     try:
         job = _wait_running("hweval-slurm-sigint-" + _node_id())
         assert job, "the job never started"
-        # Ctrl-C, pressed again if the run has not ended after 120 s (as a user would): in two full-suite runs
-        # beside a CPU burner the run had not ended 60 s / 300 s after a single SIGINT (not reproduced with this
-        # module alone beside two burners; cause not found, noted on issue 15). What is asserted: it ends with
-        # 130, the cell recorded as cancelled, the job gone from the queue.
-        err = ""
-        for wait_s in (120, 120, 120):
-            proc.send_signal(signal.SIGINT)
-            try:
-                _, err = proc.communicate(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        proc.send_signal(signal.SIGINT)
+        # generous: on a loaded machine scancel, the poller's last look and the record take a while; the
+        # assertion is that it ends, cancelled and recorded
+        _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
