@@ -143,12 +143,11 @@ def _slurm_leftovers(plan: Plan, store: Store, cells: list[Cell], *, backend: st
     """
     from hweval.runner import cell_states, select_cells
 
-    if importlib.util.find_spec("hweval.slurm") is None:
+    ledger = _ledger(plan, store)
+    if ledger is None or not ledger.path.exists():
         return {}
-    from hweval.slurm.ledger import Ledger, reconcile
+    from hweval.slurm.ledger import reconcile
 
-    if not Ledger(store=store, plan_name=plan.name).path.exists():
-        return {}
     wanted = None
     if backend != "slurm":
         todo, _ = select_cells(cells, cell_states(store, plan.name), resume=resume, force=force)
@@ -159,22 +158,26 @@ def _slurm_leftovers(plan: Plan, store: Store, cells: list[Cell], *, backend: st
     return found.adopted
 
 
-def _ledger_cells(plan: Plan, store: Store) -> dict[str, str]:
-    """cell id -> job id of the plan's Slurm job ledger (tasks submitted by an earlier run, not yet recorded)."""
+def _ledger(plan: Plan, store: Store) -> Any:
+    """The plan's Slurm job ledger on ``store`` (:class:`hweval.slurm.ledger.Ledger`), None without the Slurm
+    package."""
     if importlib.util.find_spec("hweval.slurm") is None:
-        return {}
+        return None
     from hweval.slurm.ledger import Ledger
 
-    return {str(c.get("cell_id")): f"{j['job_id']}_{i}" for j in Ledger(store=store, plan_name=plan.name).load()
+    return Ledger(store=store, plan_name=plan.name)
+
+
+def _ledger_cells(plan: Plan, store: Store) -> dict[str, str]:
+    """cell id -> job id of the plan's Slurm job ledger (tasks submitted by an earlier run, not yet recorded)."""
+    ledger = _ledger(plan, store)
+    return {str(c.get("cell_id")): f"{j['job_id']}_{i}" for j in (ledger.load() if ledger else [])
             for i, c in j["tasks"].items()}
 
 
 def _ledger_scratch(plan: Plan, store: Store) -> list[Path]:
-    if importlib.util.find_spec("hweval.slurm") is None:
-        return []
-    from hweval.slurm.ledger import Ledger
-
-    return Ledger(store=store, plan_name=plan.name).scratch_dirs()
+    ledger = _ledger(plan, store)
+    return ledger.scratch_dirs() if ledger else []
 
 
 def _run(*, plan: Plan, store: Store, out: Path, jobs: int, resume: bool, force: bool, backend: str,

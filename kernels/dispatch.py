@@ -126,26 +126,22 @@ def build_dispatch(p: dict[str, Any], device: str) -> Setup:
         p0 = U.to_f64(params[0].detach().clone())
         g64 = [U.to_f64(g) for g in grads]
 
-        def phase():
-            for q, g in zip(params, grads, strict=True):
+        def reference():
+            return _adamw_ref(p0, g64)
+
+        # clip_grad_norm_ scales the gradients in place: every call starts from fresh copies of the same ones
+        base = [g.clone() for g in grads]
+
+        def fn():
+            for q, g, b in zip(params, grads, base, strict=True):
+                g.copy_(b)
                 q.grad = g  # re-attached, as backward leaves them
             torch.nn.utils.clip_grad_norm_(params, CLIP)
             opt.step()
             opt.zero_grad(set_to_none=True)
             return params[0]
 
-        def reference():
-            return _adamw_ref(p0, g64)
-
-        # clip_grad_norm_ scales the gradients in place: re-attach fresh copies so every call sees the same ones
-        base = [g.clone() for g in grads]
-
-        def fn_fresh():
-            for g, b in zip(grads, base, strict=True):
-                g.copy_(b)
-            return phase()
-
-        return Setup(fn=fn_fresh, inputs=[()], reference=reference, output=lambda y: y.detach(), tolerance=1e-5,
+        return Setup(fn=fn, inputs=[()], reference=reference, output=lambda y: y.detach(), tolerance=1e-5,
                      sync=sync, metadata={"impl": "clip_grad_norm_ + AdamW(foreach=True).step + zero_grad",
                                           "tensors": k})
     x = U.randn((n,), "fp32", device, p["seed"])

@@ -590,26 +590,27 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
     for p in pts:
         if p.kernel == "launch" and p.metrics.get("seconds"):
             launch = Rate(value=float(p.metrics["seconds"]), kind=p.origin, source=f"launch record {p.where}")
-    host_op, opt_host, opt_src = None, [], ""
+    host_op, opt_host, opt_origin = None, [], "measured"
     for p in pts:
         if p.kernel != "dispatch" or not p.metrics.get("median_s"):
             continue
         mode = str(p.params.get("mode", "train"))
+        if mode == "optimizer":
+            opt_host.append((int(p.params.get("tensors", 8)), float(p.metrics.get("per_step_s") or p.metrics["median_s"])))
+            opt_origin = p.origin
+            continue
+        per = float(p.metrics.get("per_op_s") or float(p.metrics["median_s"]) / int(p.params.get("ops", 1)))
         if mode == "forward" and (launch is None or launch.kind != "measured"):
-            per = float(p.metrics.get("per_op_s") or float(p.metrics["median_s"]) / int(p.params.get("ops", 1)))
             launch = Rate(value=per, kind=p.origin, rel_sigma=0.2,
                           source=f"dispatch record (forward, no_grad: {per * 1e6:.1f} us per op) {p.where}".strip())
-        elif mode == "train":
-            per = float(p.metrics.get("per_op_s") or float(p.metrics["median_s"]) / int(p.params.get("ops", 1)))
-            if host_op is None or per < host_op.value:  # the least disturbed of repeated probes
-                host_op = Rate(value=per, kind=p.origin, rel_sigma=0.2,
-                               source=f"dispatch record (train: {per * 1e6:.1f} us per differentiable op, "
-                                      f"forward + backward) {p.where}".strip())
-        elif mode == "optimizer":
-            opt_host.append((int(p.params.get("tensors", 8)), float(p.metrics.get("per_step_s") or p.metrics["median_s"])))
-            opt_src = (f"{p.origin}: dispatch records (optimizer phase: clip_grad_norm_ + AdamW(foreach).step + "
-                       f"zero_grad; {len(opt_host)} point(s), {min(t for _, t in opt_host) * 1e3:.2f} ms at "
-                       f"{sorted(opt_host)[0][0]} tensors) {p.where}").strip()
+        elif mode == "train" and (host_op is None or per < host_op.value):  # the least disturbed of repeated probes
+            host_op = Rate(value=per, kind=p.origin, rel_sigma=0.2,
+                           source=f"dispatch record (train: {per * 1e6:.1f} us per differentiable op, "
+                                  f"forward + backward) {p.where}".strip())
+    opt_host.sort()
+    opt_src = (f"{opt_origin}: dispatch records (optimizer phase: clip_grad_norm_ + AdamW(foreach).step + zero_grad; "
+               f"{len(opt_host)} point(s), {opt_host[0][1] * 1e3:.2f} ms at {opt_host[0][0]} tensors)"
+               if opt_host else "")
     if launch is None:
         launch = Rate(value=LAUNCH_FLOOR_S.get(kind, 5e-6), kind="datasheet", rel_sigma=0.5,
                       source="per-kernel launch floor, typical figure (module LAUNCH_FLOOR_S)")
@@ -628,7 +629,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         extra={**({"gemm_curve": gemm_curve} if gemm_curve else {}), "attention_s_half": attn_s_half,
                **({"attention_curves": attn_curves} if attn_curves else {})},
         elementwise_bw=elementwise,
-        host_op_s=host_op, optimizer_host=tuple(sorted(opt_host)), optimizer_host_source=opt_src,
+        host_op_s=host_op, optimizer_host=tuple(opt_host), optimizer_host_source=opt_src,
     )
 
 
