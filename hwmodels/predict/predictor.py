@@ -72,8 +72,9 @@ class StepTimes:
 
 @lru_cache(maxsize=100_000)
 def _layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, recompute: str, sp: bool,
-                attention: str, precision: str) -> tuple[float, float, float, float, float, float]:
-    """(compute_fwd, compute_bwd+recompute, memory_fwd, memory_bwd+rec, tp_comm, tp_comm_bytes) of one layer."""
+                attention: str, precision: str) -> tuple[float, float, float, float, float, float, float]:
+    """Seconds of one layer: (compute_fwd, compute_bwd+recompute, memory_fwd, memory_bwd+recompute, tp_comm,
+    attention_fwd, attention_bwd+recompute); the compute figures include the attention kernel's."""
     level, rpn = placement(Layout(dp=1, tp=tp), scale_up=cal.scale_up_size,
                            accelerators_per_node=cal.accelerators_per_node)["tp"]
     return _cost_ops(cal, O.layer_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, sp=sp, recompute=recompute,
@@ -91,13 +92,16 @@ def _head_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, pr
 def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: int, level: str, rpn: int):
     gemm_dtype = precision
     e = O.dtype_bytes(precision) if precision != "fp8" else 1.0
-    cf = cb = mf = mb_ = comm = attn = 0.0
+    cf = cb = mf = mb_ = comm = attn_f = attn_b = 0.0
     for op in ops:
         if op.kind == "gemm":
             t = cal.gemm_time(op.m, op.n, op.k, gemm_dtype, e) * op.count
         elif op.kind == "attention":
             t = cal.attention_time(op.flops, seq, "bf16" if precision == "fp8" else precision)
-            attn += t
+            if op.phase == "fwd":
+                attn_f += t
+            else:
+                attn_b += t
         elif op.kind == "memory":
             t = cal.memory_time(op.nbytes, op.launches)
         else:
@@ -113,7 +117,7 @@ def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: i
             cf += t
         else:
             cb += t
-    return cf, cb, mf, mb_, comm, attn
+    return cf, cb, mf, mb_, comm, attn_f, attn_b
 
 
 def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
@@ -136,14 +140,15 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     if memory_only:
         return StepTimes(compute=0, memory_bound=0, exposed_comm=0, bubble=0, overhead=0, model_flops=model_f,
                          hardware_flops=hw_f, memory=mem, microbatches=m)
-    cf, cb, mf, mbw, tpc, attn = _layer_cost(cal, spec, tp, mbs, seq, layout.recompute, layout.sequence_parallel,
-                                             attention, layout.precision)
-    hf, hb, hmf, hmb, _, _ = _head_cost(cal, spec, tp, mbs, seq, layout.precision)
+    cf, cb, mf, mbw, tpc, af, ab = _layer_cost(cal, spec, tp, mbs, seq, layout.recompute,
+                                               layout.sequence_parallel, attention, layout.precision)
+    hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, tp, mbs, seq, layout.precision)
     stage_layers = -(-L // pp)
     # the framework factor eta covers what a framework loses around its GEMMs and element-wise kernels; the
     # attention kernel's rate is already that of the kernel the framework runs (a published fwd+bwd curve or a
-    # measured record), so it is not divided again
-    c_stage = (stage_layers * (cf + cb - attn) + hf + hb) / eta + stage_layers * attn
+    # measured record), so it is not divided again: here, and in every overlap window below
+    cf, cb = (cf - af) / eta + af, (cb - ab) / eta + ab
+    c_stage = stage_layers * (cf + cb) + (hf + hb) / eta
     m_stage = (stage_layers * (mf + mbw) + hmf + hmb) / eta
     tp_stage = stage_layers * tpc / comm_eff
     place = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)
@@ -172,7 +177,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         # replicas all-reduce their shard of the fp32 gradients once per step across domains, under the last backward
         t = collective_time(cal, kind="all_reduce", size_bytes=local / dps * O.GRAD_REDUCE_BYTES, ranks=dp // dps,
                             level="inter", ranks_per_node=1) / comm_eff
-        bwd_last = stage_layers * (cb + mbw) / eta
+        bwd_last = stage_layers * (cb + mbw / eta)
         dp_total += t
         dp_exposed += max(t - cal.overlap.value * bwd_last, 0.05 * t)
     if dps > 1:
@@ -180,8 +185,8 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         colls = O.dp_collectives(sharding=layout.sharding, local_params=local, layer_params_local=layer_local,
                                  n_layers_local=stage_layers, microbatches=m, precision=layout.precision)
         ov = cal.overlap.value
-        bwd_mb = stage_layers * (cb + mbw) / eta
-        fwd_mb = stage_layers * (cf + mf) / eta
+        bwd_mb = stage_layers * (cb + mbw / eta)
+        fwd_mb = stage_layers * (cf + mf / eta)
         if layout.sharding in ("ddp", "zero1"):
             for c in colls:
                 t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dps, level=lvl,

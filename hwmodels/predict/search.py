@@ -66,10 +66,10 @@ def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: i
     key = (lay.tp, lay.micro_batch, lay.recompute, lay.sequence_parallel, lay.precision)
     costs = memo.get(key)
     if costs is None:
-        cf, cb, mf, mb, _, attn = _layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
-                                              lay.sequence_parallel, "flash", lay.precision)
-        hf, hb, hmf, hmb, _, _ = _head_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.precision)
-        costs = memo[key] = (cf + cb + mf + mb - attn, hf + hb + hmf + hmb, attn)
+        cf, cb, mf, mb, _, af, ab = _layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
+                                                lay.sequence_parallel, "flash", lay.precision)
+        hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.precision)
+        costs = memo[key] = (cf + cb + mf + mb - af - ab, hf + hb + hmf + hmb, af + ab)
     layers = -(-spec.n_layers // lay.pp)
     stage = (layers * costs[0] + costs[1]) / eta + layers * costs[2]  # attention is not divided (step_times)
     m = -(-gb // (lay.dp * lay.micro_batch))
