@@ -68,6 +68,13 @@ BASELINE_MFU = 0.35
 #: No Triton curve is published for H100: FlashAttention v1 stands in (on A100 the two published curves are
 #: within 4-10% of each other, causal head dim 128).
 ATTENTION_BY_SOURCE = (("llm-foundry/blob/main/scripts/train/benchmarking", ("flash_attn_triton", "flash_attn_1")),)
+#: Sources whose runs materialized the attention scores (score GEMMs, a fused scale-mask-softmax kernel over
+#: ``b a s^2`` elements): they predate FlashAttention (Dao et al., arXiv:2205.14135, 2022-05-27). Narayanan et al.
+#: 2021 (arXiv:2104.04473, Tables 1-2, Megatron-LM and its ZeRO-3 comparison, 2021-04); Korthikanti et al. 2022
+#: (arXiv:2205.05198, 2022-05-10), whose selective recomputation is defined as recomputing the stored QK^T,
+#: softmax and attention-dropout activations (its section 4.2 and the 5as/h term of its eq. 1); BLOOM-176B
+#: (Megatron-DeepSpeed fork, training started 2022-03-11, its chronicles' throughput entry 2022-03-18).
+MATERIALIZED_ATTENTION_SOURCES = ("arXiv:2104.04473", "arXiv:2205.05198", "bigscience-workshop/bigscience")
 
 
 def attention_kernel(row: dict, cal) -> str:
@@ -77,6 +84,13 @@ def attention_kernel(row: dict, cal) -> str:
         if key in row.get("source", ""):
             return next((k for k in kernels if k in have), have[0])
     return have[0]
+
+
+def attention_core(row: dict) -> str:
+    """``materialized`` for a source that ran before fused attention kernels (MATERIALIZED_ATTENTION_SOURCES),
+    else ``flash``."""
+    src = row.get("source", "")
+    return "materialized" if any(k in src for k in MATERIALIZED_ATTENTION_SOURCES) else "flash"
 
 
 def family(framework: str) -> str:
@@ -112,6 +126,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         if (hw, kern) not in cals:
             cals[(hw, kern)] = cals[hw].with_attention_kernel(kern)
         cal = cals[(hw, kern)]
+        core = attention_core(r)
         try:
             spec = parse_spec(r["model"]).with_seq_len(_int(r["seq_len"]))
         except ModelInputError as exc:
@@ -153,11 +168,12 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                          precision=prec, hybrid_shard=hybrid)
         else:
             res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
-                         sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1)
+                         sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1, attention=core)
             if res.best is None and sh is not None:
                 # the stated sharding does not fit (e.g. NeMo's default distributed optimizer reported as ddp)
                 res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
-                             sharding=None, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1)
+                             sharding=None, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1,
+                             attention=core)
                 if res.best is not None:
                     notes.append(f"{rid}: stated sharding {sh} does not fit; searched: {res.best.layout.sharding}")
             if res.best is None:
@@ -166,7 +182,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 # the stated fields when memory is not a constraint
                 roomy = dataclasses.replace(cal, memory_capacity_bytes=math.inf)
                 res = search(spec, roomy, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp,
-                             pp=pp, sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1)
+                             pp=pp, sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1,
+                             attention=core)
                 if res.best is not None:
                     notes.append(f"{rid}: no layout with the stated fields fits the memory model; predicted on the "
                                  f"fastest one ignoring memory ({res.best.layout.sharding}, {res.best.layout.recompute})")
@@ -174,8 +191,9 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 skipped.append(f"{rid}: no layout with the stated fields")
                 continue
             lay = res.best.layout
-        mem = step_times(spec, cal, lay, global_batch=gb, memory_only=True).memory
-        out.append(dict(row=r, id=rid, hw=hw, fam=family(r["framework"]), spec=spec, cal=cal, layout=lay, attn=kern,
+        mem = step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=core).memory
+        out.append(dict(row=r, id=rid, hw=hw, fam=family(r["framework"]), spec=spec, cal=cal, layout=lay,
+                        attn=kern if core == "flash" else core, core=core,
                         gb=gb, n=n, target=target, tkind=tkind, searched=not fixed, peak=peak, fpt=fpt,
                         source=r["source"].split(" ")[0][:80], search_s=time.perf_counter() - t0,
                         fits=bool(mem.fits), mem_GiB=mem.total / 2**30, cap_GiB=cal.memory_capacity_bytes / 2**30))
@@ -186,7 +204,8 @@ def tps_grid(p: dict) -> np.ndarray:
     """Predicted tokens/s per accelerator for every eta of the grid."""
     out = []
     for eta, comm in GRID:
-        st = step_times(p["spec"], p["cal"], p["layout"], global_batch=p["gb"], eta=eta, comm_eff=comm)
+        st = step_times(p["spec"], p["cal"], p["layout"], global_batch=p["gb"], eta=eta, comm_eff=comm,
+                        attention=p["core"])
         seqs = st.microbatches * p["layout"].dp * p["layout"].micro_batch
         out.append(seqs * p["spec"].seq_len / st.total / p["n"])
     return np.array(out)

@@ -51,23 +51,23 @@ class SearchResult:
         return out
 
 
-def _memory(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int):
+def _memory(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, attention: str = "flash"):
     from hwmodels.predict.memory import estimate
     dps = lay.shard_degree(cal.scale_up_size)
     m = -(-gb // (lay.dp * lay.micro_batch))
     return estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=lay.precision, sharding=lay.sharding,
                     dp=dps, tp=lay.tp, pp=lay.pp, micro_batch=lay.micro_batch, seq_len=seq, recompute=lay.recompute,
-                    sp=lay.sequence_parallel, microbatches=m, interleave=lay.interleave)
+                    sp=lay.sequence_parallel, flash=attention == "flash", microbatches=m, interleave=lay.interleave)
 
 
 def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, eta: float,
-                 memo: dict) -> float:
+                 memo: dict, attention: str = "flash") -> float:
     """Seconds per sequence from compute and memory-bound time and the bubble alone (no communication)."""
     key = (lay.tp, lay.micro_batch, lay.recompute, lay.sequence_parallel, lay.precision)
     costs = memo.get(key)
     if costs is None:
         cf, cb, mf, mb, _, af, ab = _layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
-                                                lay.sequence_parallel, "flash", lay.precision)
+                                                lay.sequence_parallel, attention, lay.precision)
         hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.precision)
         costs = memo[key] = (cf + cb + mf + mb - af - ab, hf + hb + hmf + hmb, af + ab)
     layers = -(-spec.n_layers // lay.pp)
@@ -86,8 +86,9 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            sharding: str | None = None, micro_batch: int | None = None, recompute: str | None = None,
            tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
            top: int = 5, eta: float | None = None, comm_eff: float | None = None,
-           error_path: Path | None = None, min_billed_hours: float = 0.0) -> SearchResult:
-    """Fastest fitting layouts for the job on one node type; fixed arguments are honoured."""
+           error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash") -> SearchResult:
+    """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
+    attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax)."""
     seq = seq_len or spec.seq_len
     gb = global_batch or default_global_batch(seq)
     f_eta, f_comm, _ = framework_eta(error_path)
@@ -113,19 +114,20 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                 bound = None
                 if len(scored) >= top:
                     # compute-only lower bound per sequence: communication can only add to it
-                    bound = _lower_bound(spec, cal, lay, gb, seq, eta_v, memo)
+                    bound = _lower_bound(spec, cal, lay, gb, seq, eta_v, memo, attention)
                     if bound >= kth:
                         pruned += 1
                         found = True  # cannot tell whether it fits; larger micro-batches may still be faster
                         break
-                mem = _memory(spec, cal, lay, gb, seq)
+                mem = _memory(spec, cal, lay, gb, seq, attention)
                 if best_mem is None or mem.total < best_mem[1].total:
                     best_mem = (lay, mem)
                 if mem.total > cap:
                     continue
                 fitting += 1
                 found = True
-                st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v, comm_eff=comm_v)
+                st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v, comm_eff=comm_v,
+                                attention=attention)
                 scored.append((st.total / (st.microbatches * lay.dp * lay.micro_batch), lay, st))
                 if len(scored) >= top:
                     scored.sort(key=lambda x: x[0])
@@ -140,7 +142,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     preds = [make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
                              seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
                              pricing=pricing, eta=eta_v, comm_eff=comm_v, error_path=error_path, times=st,
-                             min_billed_hours=min_billed_hours)
+                             min_billed_hours=min_billed_hours, attention=attention)
              for _, lay, st in scored[:top]]
     return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
                         cheapest=preds[0] if usd_per_accelerator_hour is not None else None)
