@@ -1106,15 +1106,17 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     used = {(o.node, o.pricing) for o in opts}
     stale = tuple(f"{n} {md}: as of {cat.get(n).pricing[md].as_of or 'undated'}" for n, md in sorted(used)
                   if cat.get(n).pricing[md].stale(today))
-    from hwmodels.predict.predictor import ERROR_FILE
+    from hwmodels.predict.predictor import ERROR_FILE, LOHO_KEYS
 
     err = {}
     try:
         err = json.loads(Path(ERROR_FILE).read_text())
     except (OSError, ValueError):
         notes.append(f"predictor validation: {ERROR_FILE.name} not readable; the predictor's default +/-25% applies")
-    ov = (err.get("leave_one_hardware_out") or {}).get("overall") or (err.get("cross_validation") or {}).get("overall") or {}
-    validation = (f"predictor held-out error (leave-one-hardware-out, {ERROR_FILE.name}): median "
+    sec = next((k for k in LOHO_KEYS if err.get(k)), None)
+    ov = (err.get(sec) if sec else err.get("cross_validation") or {}).get("overall") or {}
+    how = "leave-one-hardware-out" + (", framework unknown" if sec == LOHO_KEYS[0] else "")
+    validation = (f"predictor held-out error ({how}, {ERROR_FILE.name}): median "
                   f"{ov.get('median', float('nan')):.0%}, 90th percentile {ov.get('q90', float('nan')):.0%}"
                   if ov else "predictor validation error: not available")
     from hwmodels.catalog import default_dir

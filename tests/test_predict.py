@@ -8,6 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hwmodels.catalog import default_catalog
@@ -363,6 +364,23 @@ def test_interval_reads_validation_error(tmp_path, a100):
     assert other.interval["relative"] > pr.interval["relative"]  # no rows for that hardware: overall LOHO error
 
 
+def test_interval_prefers_the_framework_unknown_error(tmp_path, a100):
+    """A new prediction uses one framework factor for all frameworks, so its interval is the held-out error scored
+    that way, when the validation file has it."""
+    import json
+
+    from hwmodels.predict.predictor import held_out_error
+
+    p = tmp_path / "err.json"
+    p.write_text(json.dumps({
+        "leave_one_hardware_out": {"per_hardware": {"a100-80gb-sxm": {"q90": 0.12, "n": 9}}, "overall": {"q90": 0.3}},
+        "leave_one_hardware_out_any_framework": {"per_hardware": {"a100-80gb-sxm": {"q90": 0.2, "n": 9}},
+                                                 "overall": {"q90": 0.4}}}))
+    assert held_out_error("a100-80gb-sxm", p)[0] == pytest.approx(0.2)
+    rel, how = held_out_error("mi300x", p)
+    assert rel == pytest.approx(0.4) and "framework unknown" in how
+
+
 def test_measured_gemm_sweep_sets_the_shape_curve(cat):
     node = cat.get("cpu-epyc-zen4-2c")
     peak = node.peaks["fp32"].dense_flops_per_s
@@ -453,6 +471,50 @@ def test_validation_picks_the_attention_kernel_a_source_ran(cat):
     assert V.attention_kernel(lf, a100) == "flash_attn_triton"
     assert V.attention_kernel(lf, h100) == "flash_attn_1"  # no Triton curve published for H100
     assert V.attention_kernel({"source": "https://github.com/pytorch/torchtitan"}, h100) == "flash_attn_2"
+
+    assert V.attention_core({"source": "Narayanan et al., SC21, arXiv:2104.04473"}) == "materialized"
+    assert V.attention_core(lf) == "flash"
+
+
+def _synthetic_logerr(V, best_eta: dict[str, float], n: dict[str, int], noise: float = 0.0, seed: int = 0):
+    """Rows whose log error is log(best_eta / eta) at each grid point (comm_eff ignored): a family's own fit is its
+    best_eta."""
+    rng = np.random.default_rng(seed)
+    fams, rows = [], []
+    for f, e in best_eta.items():
+        for _ in range(n[f]):
+            fams.append(f)
+            jitter = noise * rng.standard_normal()
+            rows.append([math.log(e / g[0]) + jitter + 0.01 * (1 - g[1]) for g in V.GRID])
+    return np.array(fams, dtype=object), np.array(rows)
+
+
+def test_validation_family_fit_shrinks_towards_all_rows_and_never_sees_the_held_out_row():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    fams, le = _synthetic_logerr(V, {"a": 0.5, "b": 1.0, "c": 0.8}, {"a": 2, "b": 20, "c": 20}, noise=0.02)
+    ab = np.abs(le)
+    train = np.arange(len(fams))
+    own = V.fit_families(train, fams, ab, 0.0)
+    assert V.GRID[own["a"]][0] == pytest.approx(0.5, abs=0.03) and V.GRID[own["b"]][0] == pytest.approx(1.0, abs=0.03)
+    strong = V.fit_families(train, fams, ab, 1e6)
+    assert strong["a"] == strong["b"] == strong["c"]  # the all-rows fit
+    # a family with no training row takes the all-rows fit, whatever k
+    no_a = train[fams[train] != "a"]
+    all_rows = int(np.argmin(ab[no_a].mean(axis=0)))
+    assert V.fit_families(no_a, fams, ab, 0.0)["a"] == V.fit_families(no_a, fams, ab, 5.0)["a"] == all_rows
+    # empirical Bayes: little within-family scatter against a wide between-family spread -> a weak prior
+    k = V.shrinkage_k(train, fams, le)
+    assert 0 < k < 0.1
+    fams2, le2 = _synthetic_logerr(V, {"a": 0.5, "b": 1.0, "c": 0.8}, {"a": 2, "b": 20, "c": 20}, noise=0.3)
+    assert V.shrinkage_k(train, fams2, le2) > 10 * k  # noisy rows: trust the families less
+    # held out: moving one row's published figure never moves its own held-out prediction's fit
+    preds = [{"fam": f} for f in fams]
+    err, _ = V.held_out(preds, le, lambda p, i: i)
+    le_moved = le.copy()
+    le_moved[5] += 0.7  # row 5 published 2x slower
+    err_moved, _ = V.held_out(preds, le_moved, lambda p, i: i)
+    assert math.log1p(err_moved[5]) - math.log1p(err[5]) == pytest.approx(0.7, abs=1e-9)
 
 
 # ------------------------------------------------------------------------------- fp8

@@ -236,16 +236,26 @@ def _errors(path: str) -> dict[str, Any]:
         return {}
 
 
+#: Sections of the validation file the intervals read, in order of preference.
+LOHO_KEYS = ("leave_one_hardware_out_any_framework", "leave_one_hardware_out")
+
+
 def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]:
     """(relative error at INTERVAL_LEVEL, where it came from) for this hardware."""
     e = _errors(str(path or ERROR_FILE))
     key = f"q{int(INTERVAL_LEVEL * 100)}"
-    hw = e.get("leave_one_hardware_out", {}).get("per_hardware", {}).get(hardware)
+    # a new prediction uses one framework factor for every framework: its error is the leave-one-hardware-out
+    # error scored that way (older validation files only have the per-family one)
+    name, loho = LOHO_KEYS[0], e.get(LOHO_KEYS[0])
+    if not loho:
+        name, loho = LOHO_KEYS[1], e.get(LOHO_KEYS[1], {})
+    what = "leave-one-hardware-out" + (", framework unknown," if name == LOHO_KEYS[0] else "")
+    hw = loho.get("per_hardware", {}).get(hardware)
     if hw and key in hw and hw.get("n", 0) >= MIN_ROWS_PER_HARDWARE:
-        return float(hw[key]), f"leave-one-hardware-out held-out |error| {key} for {hardware} ({ERROR_FILE.name})"
-    ov = e.get("leave_one_hardware_out", {}).get("overall") or e.get("cross_validation", {}).get("overall")
+        return float(hw[key]), f"{what} held-out |error| {key} for {hardware} ({ERROR_FILE.name})"
+    ov = loho.get("overall") or e.get("cross_validation", {}).get("overall")
     if ov and key in ov:
-        return float(ov[key]), f"overall leave-one-hardware-out held-out |error| {key} ({ERROR_FILE.name}); " \
+        return float(ov[key]), f"overall {what} held-out |error| {key} ({ERROR_FILE.name}); " \
                                f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows"
     return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
 
