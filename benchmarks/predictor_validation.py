@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 from hwmodels.catalog import default_catalog  # noqa: E402
 from hwmodels.errors import ModelInputError  # noqa: E402
 from hwmodels.predict.calibration import calibrate  # noqa: E402
+from hwmodels.predict import ops as O  # noqa: E402
 from hwmodels.predict.layout import Layout  # noqa: E402
 from hwmodels.predict.predictor import step_times  # noqa: E402
 from hwmodels.predict.search import search  # noqa: E402
@@ -93,6 +94,42 @@ def attention_core(row: dict) -> str:
     else ``flash``."""
     src = row.get("source", "")
     return "materialized" if any(k in src for k in MATERIALIZED_ATTENTION_SOURCES) else "flash"
+
+
+#: Frameworks whose "selective" activation checkpointing keeps every matmul output and recomputes the attention
+#: core (Korthikanti et al.'s, the predictor's ``selective``): Megatron; MaxText, whose ``remat_policy=minimal``
+#: (the v5p rows) is ``jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims``, saving the projections'
+#: outputs and recomputing the batched attention dots and element-wise ops. Elsewhere "selective" names a policy
+#: that recomputes matmuls (fms-fsdp: ``selective_checkpointing``, a share of the blocks checkpointed whole;
+#: torchtitan: op-level SAC recomputes every other matmul, layer-level SAC every n-th block), priced as full
+#: recomputation of a share of the layers.
+KORTHIKANTI_SELECTIVE = ("megatron", "maxtext")
+RECOMPUTE_SHARES = (0.25, 0.5, 0.75, 1.0)
+
+
+def framework_selective(spec, cal, lay: Layout, row: dict, gb: int, core: str) -> tuple[Layout, str]:
+    """The layout a framework's own "selective" checkpointing stands for, and how it was chosen: the share of
+    layers fully recomputed from the published HFU / MFU ratio when the source states both (the hardware FLOPs a
+    FLOP counter saw over the model FLOPs: 1 + share x recomputed forward / model); else Korthikanti's selective
+    when it fits the memory model, else the least share of full recomputation that does (the framework's tuning
+    is assumed)."""
+    mfu, hfu = row.get("mfu") or "", row.get("hfu") or ""
+    if mfu and hfu:
+        model, hw = O.step_flops(spec, seq_len=spec.seq_len, sequences=1, recompute="full")
+        share = (float(hfu) / float(mfu) - 1.0) / (hw / model - 1.0)
+        if share < 0.05:
+            return dataclasses.replace(lay, recompute="none"), "HFU/MFU: no recomputation"
+        share = min(share, 1.0)
+        return (dataclasses.replace(lay, recompute="full", recompute_layers=round(share, 3)),
+                f"HFU/MFU {float(hfu) / float(mfu):.3f}: full recomputation of {share:.0%} of the layers")
+    fits = step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=core).memory.fits
+    if fits:
+        return lay, "Korthikanti selective fits"
+    for share in RECOMPUTE_SHARES:
+        cand = dataclasses.replace(lay, recompute="full", recompute_layers=share)
+        if step_times(spec, cal, cand, global_batch=gb, memory_only=True, attention=core).memory.fits:
+            return cand, f"least share of full recomputation that fits: {share:.0%} of the layers"
+    return lay, "nothing fits"
 
 
 def family(framework: str) -> str:
@@ -168,6 +205,9 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
             lay = Layout(dp=n // (tp * pp), tp=tp, pp=pp, interleave=v, micro_batch=mb, sharding=sh, recompute=rc,
                          sequence_parallel=(r["sequence_parallel"] == "true") or (tp > 1 and r["sequence_parallel"] == ""),
                          precision=prec, hybrid_shard=hybrid)
+            if rc == "selective" and family(r["framework"]) not in KORTHIKANTI_SELECTIVE:
+                lay, how = framework_selective(spec, cal, lay, r, gb, core)
+                notes.append(f"{rid}: {r['framework'].split(' (')[0]} 'selective' -> {how}")
         else:
             res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
                          sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1, attention=core)
@@ -360,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{p['id'][:44]:44s} {p['hw']:14s} {p['fam']:12s} {p['target']:10.1f} {loo_tps[i]:10.1f} "
                   f"{loo[i]:+7.1%} {loho[i]:+7.1%} {b35[i]:+7.1%} {bavg[i]:+7.1%} "
                   f"dp{lay.dp} tp{lay.tp} pp{lay.pp} v{lay.interleave} mb{lay.micro_batch} {lay.sharding} "
-                  f"{lay.recompute}{' (searched)' if p['searched'] else ''}{'' if p['fits'] else ' NOT FIT'}"
+                  f"{lay.recompute}{'' if lay.recompute_layers == 1 else f'@{lay.recompute_layers:.0%}'}"
+                  f"{' (searched)' if p['searched'] else ''}{'' if p['fits'] else ' NOT FIT'}"
                   f"{'' if p['attn'] == 'flash_attn_2' else ' attn=' + p['attn']}")
     hws = sorted({p["hw"] for p in preds})
 

@@ -83,7 +83,8 @@ def _layout(lay: Mapping[str, Any]) -> str:
     parts.append(f"micro-batch {lay.get('micro_batch')}")
     rc = lay.get("activation_checkpointing") or lay.get("recompute")
     if rc and rc != "none":
-        parts.append(f"{rc} recompute")
+        share = lay.get("recompute_layers", 1.0)
+        parts.append(f"{rc} recompute" + (f" of {share:.0%} of the layers" if share < 1.0 else ""))
     return ", ".join(parts)
 
 

@@ -549,3 +549,47 @@ def test_fp8_gemm_small_k_falloff_scales_with_kernel_time(cat):
     r8 = h100.gemm_eff(*small, "fp8") / h100.gemm_eff(*big, "fp8")
     assert r16 == pytest.approx((256 / (256 + 64)) / (8192 / (8192 + 64)))
     assert r8 == pytest.approx((256 / (256 + 128)) / (8192 / (8192 + 128)), rel=0.01)
+
+
+# ------------------------------------------------------------------------------- partial recomputation
+def test_recompute_of_a_share_of_the_layers_blends_memory_flops_and_time(a100):
+    """Block-level checkpointing of a share r of the layers: activations, recomputed FLOPs and the recompute
+    time are r x full + (1 - r) x none."""
+    s = preset("llama2-13b")
+    kw = dict(capacity_bytes=a100.memory_capacity_bytes, precision="bf16", sharding="full_shard", dp=64, tp=1,
+              pp=1, micro_batch=2, seq_len=4096, sp=False)
+    none, full = estimate(s, recompute="none", **kw), estimate(s, recompute="full", **kw)
+    part = estimate(s, recompute="full", recompute_layers=0.25, **kw)
+    logits = 4.0 * 4096 * 2 * s.vocab
+    extra = full.activations - logits - 2.0 * 4096 * 2 * s.d_model * s.n_layers  # the one layer being recomputed
+    assert part.activations - logits == pytest.approx(0.25 * (full.activations - logits - extra)
+                                                      + 0.75 * (none.activations - logits) + extra)
+    m, hw_full = O.step_flops(s, seq_len=4096, sequences=1, recompute="full")
+    _, hw_part = O.step_flops(s, seq_len=4096, sequences=1, recompute="full", recompute_layers=0.25)
+    assert hw_part - m == pytest.approx(0.25 * (hw_full - m))
+    lay = Layout(dp=64, micro_batch=2, sharding="full_shard", recompute="none")
+    t = {r: step_times(s, a100, replace(lay, recompute="full" if r else "none", recompute_layers=r or 1.0),
+                       global_batch=128).compute for r in (0, 0.25, 1.0)}
+    assert t[0.25] - t[0] == pytest.approx(0.25 * (t[1.0] - t[0]), rel=1e-9)
+    with pytest.raises(ModelInputError, match="recompute_layers"):
+        Layout(dp=1, recompute="full", recompute_layers=0.0)
+
+
+def test_search_recomputes_only_the_share_of_layers_memory_needs(cat):
+    """A job where no recomputation does not fit but full recomputation of every layer is not needed: the
+    search returns a share of the layers, the fastest layout that fits."""
+    from hwmodels.predict.search import search
+
+    cal = calibrate(cat.get("h100-sxm"))
+    s = preset("llama3-8b").with_seq_len(8192)
+    res = search(s, cal, hardware="h100-sxm", accelerators=8, global_batch=16, micro_batch=2,
+                 sharding="full_shard", tp=1, pp=1, top=3)
+    best = res.best.layout
+    assert res.best.fits and best.recompute == "full" and 0 < best.recompute_layers < 1
+    assert all(p.fits for p in (res.best, *res.runners_up))
+    all_layers = step_times(s, cal, replace(best, recompute_layers=1.0), global_batch=16)
+    assert res.best.step_time_s < all_layers.total
+    # the user's explicit choice is honoured: every layer
+    fixed = search(s, cal, hardware="h100-sxm", accelerators=8, global_batch=16, micro_batch=2,
+                   sharding="full_shard", tp=1, pp=1, recompute="full", top=1)
+    assert fixed.best.layout.recompute_layers == 1.0

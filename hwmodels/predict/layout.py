@@ -29,6 +29,10 @@ class Layout:
     micro_batch: int = 1  # sequences per model replica per forward pass
     sharding: str = "ddp"
     recompute: str = "none"
+    #: share of each stage's layers the recompute policy applies to; the rest keep every activation (block-level
+    #: checkpointing of part of the layers: fms-fsdp's ``selective_checkpointing``, torchtitan's layer SAC);
+    #: 1 = every layer
+    recompute_layers: float = 1.0
     sequence_parallel: bool = False
     precision: str = "bf16"
     hybrid_shard: bool = False  # shard (zero1/2/3) inside the scale-up domain only, replicate across (HSDP,
@@ -43,6 +47,9 @@ class Layout:
             raise choices_error("layout.sharding", self.sharding, SHARDINGS)
         if self.recompute not in RECOMPUTE:
             raise choices_error("layout.activation_checkpointing", self.recompute, RECOMPUTE)
+        r = self.recompute_layers
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 < r <= 1.0:
+            raise ModelInputError(f"layout.recompute_layers: must be a number in (0, 1], got {r!r}")
         if self.precision not in PRECISIONS:
             raise choices_error("layout.precision", self.precision, PRECISIONS)
         if self.interleave > 1 and self.pp == 1:

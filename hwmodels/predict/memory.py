@@ -108,7 +108,9 @@ def activation_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: in
 
 def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding: str, dp: int, tp: int, pp: int,
              micro_batch: int, seq_len: int, recompute: str, sp: bool, flash: bool = True,
-             microbatches: int = 1, interleave: int = 1) -> MemoryEstimate:
+             microbatches: int = 1, interleave: int = 1, recompute_layers: float = 1.0) -> MemoryEstimate:
+    """Bytes per accelerator (module docstring); ``recompute_layers``: the share of layers ``recompute`` applies to,
+    the others keep every activation."""
     n = spec.n_params()
     n_local = n / (tp * pp)
     w, g, o = state_bytes_per_param(precision)
@@ -125,6 +127,10 @@ def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding
         weights += 2 * w * spec.layer_params() / tp  # gathered unit + prefetched unit
     per_layer = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
                                            recompute=recompute, flash=flash)
+    if recompute_layers < 1.0 and recompute != "none":
+        kept = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
+                                          recompute="none", flash=flash)
+        per_layer = recompute_layers * per_layer + (1.0 - recompute_layers) * kept
     layers_per_stage = spec.n_layers / pp
     in_flight = min(pp, max(microbatches, 1)) if pp > 1 else 1
     factor = (1.0 + (pp - 1) / (pp * interleave)) if (pp > 1 and interleave > 1) else 1.0

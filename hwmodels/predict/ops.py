@@ -258,17 +258,19 @@ def dp_collectives(*, sharding: str, local_params: float, layer_params_local: fl
     return per_mb
 
 
-def step_flops(spec: ModelSpec, *, seq_len: int, sequences: int, recompute: str) -> tuple[float, float]:
-    """(model FLOPs, hardware FLOPs) of one optimizer step over ``sequences`` sequences (PaLM app. B)."""
+def step_flops(spec: ModelSpec, *, seq_len: int, sequences: int, recompute: str,
+               recompute_layers: float = 1.0) -> tuple[float, float]:
+    """(model FLOPs, hardware FLOPs) of one optimizer step over ``sequences`` sequences (PaLM app. B);
+    ``recompute_layers``: the share of layers ``recompute`` applies to."""
     tokens = sequences * seq_len
     model = spec.model_flops_per_token(seq_len) * tokens
     hw = model
     if recompute == "full":
         layer_fwd = (2.0 * (spec.matmul_params() - spec.vocab * spec.d_model)
                      + 4.0 * spec.n_layers * seq_len * spec.q_dim)
-        hw += layer_fwd * tokens
+        hw += recompute_layers * layer_fwd * tokens
     elif recompute == "selective":
-        hw += 4.0 * spec.n_layers * seq_len * spec.q_dim * tokens  # the attention core forward again
+        hw += recompute_layers * 4.0 * spec.n_layers * seq_len * spec.q_dim * tokens  # the attention core again
     return model, hw
 
 

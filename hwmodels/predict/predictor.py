@@ -81,6 +81,16 @@ def _layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, r
                                       attention=attention, precision=precision), seq, precision, tp, level, rpn)
 
 
+def layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, recompute: str, share: float, sp: bool,
+               attention: str, precision: str) -> tuple[float, ...]:
+    """``_layer_cost`` averaged over a stage whose share ``share`` of layers runs ``recompute``, the rest none."""
+    rc = _layer_cost(cal, spec, tp, mb, seq, recompute, sp, attention, precision)
+    if share >= 1.0 or recompute == "none":
+        return rc
+    keep = _layer_cost(cal, spec, tp, mb, seq, "none", sp, attention, precision)
+    return tuple(share * a + (1.0 - share) * b for a, b in zip(rc, keep))
+
+
 @lru_cache(maxsize=10_000)
 def _head_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, precision: str):
     # the output layer stays in 16 bits under fp8 (TransformerEngine keeps the LM head and embedding in bf16)
@@ -135,13 +145,14 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     mem = estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=layout.precision,
                    sharding=layout.sharding, dp=dps, tp=tp, pp=pp, micro_batch=mbs, seq_len=seq,
                    recompute=layout.recompute, sp=layout.sequence_parallel, flash=attention == "flash",
-                   microbatches=m, interleave=v)
-    model_f, hw_f = O.step_flops(spec, seq_len=seq, sequences=m * dp * mbs, recompute=layout.recompute)
+                   microbatches=m, interleave=v, recompute_layers=layout.recompute_layers)
+    model_f, hw_f = O.step_flops(spec, seq_len=seq, sequences=m * dp * mbs, recompute=layout.recompute,
+                                 recompute_layers=layout.recompute_layers)
     if memory_only:
         return StepTimes(compute=0, memory_bound=0, exposed_comm=0, bubble=0, overhead=0, model_flops=model_f,
                          hardware_flops=hw_f, memory=mem, microbatches=m)
-    cf, cb, mf, mbw, tpc, af, ab = _layer_cost(cal, spec, tp, mbs, seq, layout.recompute,
-                                               layout.sequence_parallel, attention, layout.precision)
+    cf, cb, mf, mbw, tpc, af, ab = layer_cost(cal, spec, tp, mbs, seq, layout.recompute, layout.recompute_layers,
+                                              layout.sequence_parallel, attention, layout.precision)
     hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, tp, mbs, seq, layout.precision)
     stage_layers = -(-L // pp)
     # the framework factor eta covers what a framework loses around its GEMMs and element-wise kernels; the
@@ -218,7 +229,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         fwd_ops = stage_layers * spec.host_ops_per_layer() + spec.host_ops_outside_layers()
         host = cal.host_time(m * fwd_ops, spec.param_tensors())
         if layout.recompute == "full":
-            host += m * stage_layers * spec.host_ops_per_layer() * cal.launch_s.value
+            host += m * layout.recompute_layers * stage_layers * spec.host_ops_per_layer() * cal.launch_s.value
     return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
                      overhead=cal.step_overhead_s.value + host, model_flops=model_f, hardware_flops=hw_f, memory=mem,
                      microbatches=m, comm_total=m * (tp_stage + p2p) + dp_total)

@@ -23,10 +23,12 @@ from typing import Any
 from hwmodels.errors import ModelInputError
 from hwmodels.predict.calibration import Calibration, KernelPoint, calibrate
 from hwmodels.predict.layout import Layout, enumerate_layouts
-from hwmodels.predict.predictor import Prediction, _head_cost, _layer_cost, framework_eta, make_prediction, step_times
+from hwmodels.predict.predictor import Prediction, _head_cost, framework_eta, layer_cost, make_prediction, step_times
 from hwmodels.predict.spec import ModelSpec
 
-RECOMPUTE_ORDER = ("none", "selective", "full")
+#: (policy, share of layers) in the order the search tries them: least recomputation first; full recomputation
+#: of part of the layers (block-level checkpointing) sits between selective and full of every layer
+RECOMPUTE_ORDER = (("none", 1.0), ("selective", 1.0), ("full", 0.25), ("full", 0.5), ("full", 0.75), ("full", 1.0))
 DEFAULT_TOKENS_PER_BATCH = 4 * 1024 * 1024  # default global batch: ~4M tokens (GPT-3 175B used 3.2M, Llama 3 4-16M)
 
 
@@ -57,17 +59,18 @@ def _memory(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, a
     m = -(-gb // (lay.dp * lay.micro_batch))
     return estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=lay.precision, sharding=lay.sharding,
                     dp=dps, tp=lay.tp, pp=lay.pp, micro_batch=lay.micro_batch, seq_len=seq, recompute=lay.recompute,
-                    sp=lay.sequence_parallel, flash=attention == "flash", microbatches=m, interleave=lay.interleave)
+                    sp=lay.sequence_parallel, flash=attention == "flash", microbatches=m, interleave=lay.interleave,
+                    recompute_layers=lay.recompute_layers)
 
 
 def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, eta: float,
                  memo: dict, attention: str = "flash") -> float:
     """Seconds per sequence from compute and memory-bound time and the bubble alone (no communication)."""
-    key = (lay.tp, lay.micro_batch, lay.recompute, lay.sequence_parallel, lay.precision)
+    key = (lay.tp, lay.micro_batch, lay.recompute, lay.recompute_layers, lay.sequence_parallel, lay.precision)
     costs = memo.get(key)
     if costs is None:
-        cf, cb, mf, mb, _, af, ab = _layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
-                                                lay.sequence_parallel, attention, lay.precision)
+        cf, cb, mf, mb, _, af, ab = layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
+                                               lay.recompute_layers, lay.sequence_parallel, attention, lay.precision)
         hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.precision)
         costs = memo[key] = (cf + cb + mf + mb - af - ab, hf + hb + hmf + hmb, af + ab)
     layers = -(-spec.n_layers // lay.pp)
@@ -97,20 +100,21 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     scored: list[tuple[float, Layout, Any]] = []
     considered = fitting = 0
     best_mem = None
-    rcs = [recompute] if recompute else list(RECOMPUTE_ORDER)
+    rcs = [(recompute, 1.0)] if recompute else list(RECOMPUTE_ORDER)
     pruned = 0
     kth = float("inf")
     memo: dict = {}
     cap = cal.memory_capacity_bytes
     for base in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
                                   global_batch=gb, scale_up=cal.scale_up_size, precision=precision, tp=tp, pp=pp,
-                                  sharding=sharding, micro_batch=micro_batch, recompute=rcs[0], group_micro=True):
+                                  sharding=sharding, micro_batch=micro_batch, recompute=rcs[0][0], group_micro=True):
         # base: the layouts of one (tp, pp, interleave, sharding, hybrid) in ascending micro-batch
         for lay0 in base:
             found = False
             for rc in rcs:
                 considered += 1
-                lay = lay0 if rc == lay0.recompute else replace(lay0, recompute=rc)
+                lay = lay0 if rc == (lay0.recompute, lay0.recompute_layers) else replace(
+                    lay0, recompute=rc[0], recompute_layers=rc[1])
                 bound = None
                 if len(scored) >= top:
                     # compute-only lower bound per sequence: communication can only add to it
