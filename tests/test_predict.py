@@ -593,3 +593,22 @@ def test_search_recomputes_only_the_share_of_layers_memory_needs(cat):
     fixed = search(s, cal, hardware="h100-sxm", accelerators=8, global_batch=16, micro_batch=2,
                    sharding="full_shard", tp=1, pp=1, recompute="full", top=1)
     assert fixed.best.layout.recompute_layers == 1.0
+
+
+def test_a_search_says_where_its_framework_factor_came_from(tmp_path, cat):
+    """The search's predictions name the validation's all-frameworks factor and its per-family spread (not
+    "given"), unless the caller gives one."""
+    import json
+
+    p = tmp_path / "err.json"
+    p.write_text(json.dumps({"framework_efficiency": {"eta": 0.8, "comm_eff": 1.0, "per_family": {
+        "a": {"eta": 0.5, "comm_eff": 1.0}, "b": {"eta": 1.0, "comm_eff": 0.7}}}}))
+    cal = calibrate(cat.get("h100-sxm"))
+    res = search(preset("llama2-7b"), cal, hardware="h100-sxm", accelerators=8, global_batch=64, top=1,
+                 error_path=p)
+    how = res.best.calibration["framework_efficiency"]
+    assert how.startswith("eta = 0.800") and "0.50 (a) to 1.00 (b)" in how
+    given = search(preset("llama2-7b"), cal, hardware="h100-sxm", accelerators=8, global_batch=64, top=1,
+                   error_path=p, eta=0.7)
+    assert given.best.calibration["framework_efficiency"].startswith("eta = 0.700") and "given" in \
+        given.best.calibration["framework_efficiency"]

@@ -279,7 +279,13 @@ def framework_eta(path: Path | None = None, family: str | None = None) -> tuple[
     if fam:
         return float(fam["eta"]), float(fam["comm_eff"]), f"fitted on the {family} rows of the validation"
     if "eta" in fe:
-        return float(fe["eta"]), float(fe.get("comm_eff", 1.0)), str(fe.get("how", "fitted on the published runs"))
+        how = "fitted on all published runs of the validation, one value for every framework"
+        fams = {k: v["eta"] for k, v in fe.get("per_family", {}).items() if "eta" in v}
+        if fams:
+            lo, hi = min(fams, key=fams.get), max(fams, key=fams.get)
+            how += (f"; per framework family it spans {fams[lo]:.2f} ({lo}) to {fams[hi]:.2f} ({hi}); the interval's "
+                    f"held-out error is scored with this one value across all of them")
+        return float(fe["eta"]), float(fe.get("comm_eff", 1.0)), how
     return 1.0, 1.0, "no fitted framework efficiency (eta = comm_eff = 1)"
 
 
