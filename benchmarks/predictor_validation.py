@@ -133,9 +133,12 @@ def framework_selective(spec, cal, lay: Layout, row: dict, gb: int, core: str) -
 
 
 def family(framework: str) -> str:
+    """The framework family a row's fitted factors are shared with. DeepSpeed's ZeRO-3 engine (the partitioned-
+    parameter engine of Narayanan et al. 2021's comparison) is its own family: a different code path from
+    Megatron-DeepSpeed's ZeRO-1 with TP/PP (BLOOM, Intel Gaudi)."""
     f = framework.lower()
     for key, name in (("foundry", "llm-foundry"), ("maxtext", "maxtext"), ("torchtitan", "torchtitan"),
-                      ("deepspeed", "deepspeed"), ("megatron", "megatron"), ("nemo", "megatron"),
+                      ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("megatron", "megatron"), ("nemo", "megatron"),
                       ("gaudi", "gaudi-optimum")):
         if key in f:
             return name
@@ -165,6 +168,11 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         if (hw, kern) not in cals:
             cals[(hw, kern)] = cals[hw].with_attention_kernel(kern)
         cal = cals[(hw, kern)]
+        net = r.get("inter_node_Gbps", "").strip()
+        if net:  # the cluster's own scale-out network, as the source states it
+            if (hw, kern, net) not in cals:
+                cals[(hw, kern, net)] = cal.with_network(float(net), source="stated by the run's source")
+            cal = cals[(hw, kern, net)]
         core = attention_core(r)
         try:
             spec = parse_spec(r["model"]).with_seq_len(_int(r["seq_len"]))

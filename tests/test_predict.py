@@ -612,3 +612,23 @@ def test_a_search_says_where_its_framework_factor_came_from(tmp_path, cat):
                    error_path=p, eta=0.7)
     assert given.best.calibration["framework_efficiency"].startswith("eta = 0.700") and "given" in \
         given.best.calibration["framework_efficiency"]
+
+
+def test_a_stated_cluster_network_replaces_the_catalog_one_across_nodes(cat):
+    """A published run on a 1600 Gb/s cluster is priced on that network: the inter-node level drops the catalog
+    network's curve for the link model at the stated rate; inside a node nothing changes."""
+    from hwmodels.predict.collectives import collective_time
+
+    cal = calibrate(cat.get("a100-80gb-sxm"))  # catalog: p4de, 400 Gb/s per node, with a published EFA curve
+    fast = cal.with_network(1600, source="test")
+    assert cal.comms["inter"].fits and not fast.comms["inter"].fits
+    assert "1600 Gb/s per node" in fast.comms["inter"].source and fast.comms["inter"].kind == "datasheet"
+    kw = dict(kind="all_gather", size_bytes=2**30, ranks=64, level="inter", ranks_per_node=8)
+    t400, t1600 = collective_time(cal, **kw), collective_time(fast, **kw)
+    slow = cal.with_network(400, source="test")
+    assert t1600 < collective_time(slow, **kw) and collective_time(slow, **kw) / t1600 == pytest.approx(4, rel=0.25)
+    assert t1600 < t400
+    intra = dict(kind="all_reduce", size_bytes=2**26, ranks=8, level="intra")
+    assert collective_time(fast, **intra) == pytest.approx(collective_time(cal, **intra))
+    with pytest.raises(ModelInputError, match="inter_node_Gbps"):
+        cal.with_network(0, source="test")

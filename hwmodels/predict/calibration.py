@@ -301,6 +301,32 @@ class Calibration:
         return replace(self, attention_eff=rate,
                        extra={**self.extra, "attention_s_half": s_half, "attention_kernel": kernel})
 
+    def with_network(self, inter_node_Gbps: float, source: str) -> Calibration:
+        """This calibration on a cluster whose scale-out network carries ``inter_node_Gbps`` per node (one
+        direction), as a published run's source states it. Every level's link model takes that NIC rate; the
+        inter-node level drops curves fitted on the catalog's own network (they measured another one) and is
+        priced by the link model, with its validation band."""
+        if isinstance(inter_node_Gbps, bool) or not isinstance(inter_node_Gbps, (int, float)) \
+                or not math.isfinite(inter_node_Gbps) or inter_node_Gbps <= 0:
+            raise ModelInputError(f"inter_node_Gbps: must be a positive number of Gb/s per node, got "
+                                  f"{inter_node_Gbps!r}")
+        per_acc = inter_node_Gbps * 1e9 / 8.0 / max(self.accelerators_per_node, 1)
+        comms: dict[str, LevelComms] = {}
+        for lvl, lc in self.comms.items():
+            link = replace(lc.link, inter_bytes_per_s=per_acc,
+                           source=f"{lc.link.source}; scale-out {inter_node_Gbps:g} Gb/s per node ({source})")
+            if lvl != "inter":
+                comms[lvl] = replace(lc, link=link)
+                continue
+            bn = link.inter_efficiency * per_acc
+            comms[lvl] = LevelComms(
+                level=lvl, link=link, fits={}, geometries={}, kind="datasheet",
+                rel_sigma=LINK_MODEL_REL_ERROR / Z90,
+                source=f"link model on the stated network ({source}): {inter_node_Gbps:g} Gb/s per node, "
+                       f"{bn / 1e9:.1f} GB/s per accelerator ({link.inter_efficiency:.2f} x NIC); curves measured "
+                       f"on the catalog's network not used; +/-{LINK_MODEL_REL_ERROR:.0%} band")
+        return replace(self, comms=comms)
+
     def attention_time(self, flops: float, seq_len: int, dtype: str) -> float:
         sh = self.extra.get("attention_s_half", ATTN_S_HALF)
         eff = self.attention_eff.value * seq_len / (seq_len + sh)
