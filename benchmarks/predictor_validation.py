@@ -193,7 +193,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
             continue
         tp, pp, dp = _int(r["tp"]), _int(r["pp"]), _int(r["dp"])
         mb = _int(r["micro_batch"])
-        v = _int(r["interleave"]) or 1
+        vi = _int(r["interleave"])  # stated virtual stages per rank (None: not stated, searched)
+        v = vi or 1
         sh = r["sharding"] or None
         rc = r["activation_checkpointing"] or None
         if sh == "none" and dp and dp > 1:
@@ -218,11 +219,11 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 notes.append(f"{rid}: {r['framework'].split(' (')[0]} 'selective' -> {how}")
         else:
             res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
-                         sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1, attention=core)
+                         sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1, interleave=vi, attention=core)
             if res.best is None and sh is not None:
                 # the stated sharding does not fit (e.g. NeMo's default distributed optimizer reported as ddp)
                 res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
-                             sharding=None, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1,
+                             sharding=None, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1, interleave=vi,
                              attention=core)
                 if res.best is not None:
                     notes.append(f"{rid}: stated sharding {sh} does not fit; searched: {res.best.layout.sharding}")
@@ -232,7 +233,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 # the stated fields when memory is not a constraint
                 roomy = dataclasses.replace(cal, memory_capacity_bytes=math.inf)
                 res = search(spec, roomy, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp,
-                             pp=pp, sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1,
+                             pp=pp, sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1, interleave=vi,
                              attention=core)
                 if res.best is not None:
                     notes.append(f"{rid}: no layout with the stated fields fits the memory model; predicted on the "

@@ -632,3 +632,14 @@ def test_a_stated_cluster_network_replaces_the_catalog_one_across_nodes(cat):
     assert collective_time(fast, **intra) == pytest.approx(collective_time(cal, **intra))
     with pytest.raises(ModelInputError, match="inter_node_Gbps"):
         cal.with_network(0, source="test")
+
+
+def test_search_honours_a_stated_interleave(cat):
+    """A stated pipeline schedule (1F1B: one chunk per rank) is kept; left out, the search picks chunks itself."""
+    cal = calibrate(cat.get("h100-sxm"))
+    s = preset("llama3-70b")
+    kw = dict(hardware="h100-sxm", accelerators=64, global_batch=256, tp=8, pp=4, top=3)
+    free = search(s, cal, **kw)
+    one = search(s, cal, interleave=1, **kw)
+    assert {p.layout.interleave for p in (one.best, *one.runners_up)} == {1}
+    assert free.best.step_time_s <= one.best.step_time_s * (1 + 1e-9)

@@ -105,12 +105,14 @@ def divisors(n: int) -> list[int]:
 def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_batch: int, scale_up: int,
                       precision: str, tp: int | None = None, pp: int | None = None, sharding: str | None = None,
                       micro_batch: int | None = None, recompute: str | None = None,
-                      max_micro_batch: int = 32, group_micro: bool = False) -> Iterator[Any]:
+                      max_micro_batch: int = 32, group_micro: bool = False,
+                      interleave: int | None = None) -> Iterator[Any]:
     """Every layout for the job; fixed fields are honoured, the rest enumerated.
 
     TP: powers of two dividing ``n_heads``, within the scale-up domain.
     PP: divisors of ``accelerators / tp`` up to ``n_layers`` (uneven stages allowed: the slowest has
-    ceil(L/pp) layers), with 1, 2 or 4 interleaved chunks where the stage has enough layers.
+    ceil(L/pp) layers), with 1, 2 or 4 interleaved chunks where the stage has enough layers (``interleave``
+    when given, for pp > 1).
     Micro-batch: powers of two up to ``max_micro_batch`` and the per-replica batch.
     Recompute is enumerated in order none, selective, full (the search keeps the least that fits).
     ``group_micro=True`` yields, per (tp, pp, interleave, sharding, hybrid), the list of its layouts in
@@ -138,7 +140,8 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
                 mbs = sorted({m for m in (1, 2, 4, 8, 16, 32, 64) if m <= min(per_replica, max_micro_batch)}
                              | ({per_replica} if per_replica <= max_micro_batch else set()))
             stage_layers = -(-n_layers // p)
-            vs = [1] if p == 1 else [v for v in (1, 2, 4) if stage_layers % v == 0 and stage_layers // v >= 1]
+            vs = [1] if p == 1 else ([interleave] if interleave else
+                                     [v for v in (1, 2, 4) if stage_layers % v == 0 and stage_layers // v >= 1])
             rcs = [recompute] if (recompute or group_micro) else list(RECOMPUTE)
             hybrids = [False, True] if t * dp > scale_up else [False]
             for v in vs:

@@ -89,7 +89,8 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            sharding: str | None = None, micro_batch: int | None = None, recompute: str | None = None,
            tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
            top: int = 5, eta: float | None = None, comm_eff: float | None = None,
-           error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash") -> SearchResult:
+           error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
+           interleave: int | None = None) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
     attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax)."""
     seq = seq_len or spec.seq_len
@@ -107,7 +108,8 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     cap = cal.memory_capacity_bytes
     for base in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
                                   global_batch=gb, scale_up=cal.scale_up_size, precision=precision, tp=tp, pp=pp,
-                                  sharding=sharding, micro_batch=micro_batch, recompute=rcs[0][0], group_micro=True):
+                                  sharding=sharding, micro_batch=micro_batch, recompute=rcs[0][0], group_micro=True,
+                                  interleave=interleave):
         # base: the layouts of one (tp, pp, interleave, sharding, hybrid) in ascending micro-batch
         for lay0 in base:
             found = False
