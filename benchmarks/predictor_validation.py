@@ -208,9 +208,11 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 continue
             if v > 1 and pp == 1:
                 v = 1
-            # MaxText multi-slice: FSDP over ICI inside a slice, data parallel over DCN across slices
-            hybrid = node.kind == "tpu" and n // pp > cal.scale_up_size and sh in ("zero1", "shard_grad_op",
-                                                                                    "full_shard")
+            # MaxText multi-slice: FSDP over ICI inside a slice, data parallel over DCN across slices; FSDP
+            # HYBRID_SHARD (HSDP: shard inside a node, replicate across), which the sharding column cannot say and
+            # source_detail records as "sharding HSDP" (fms-fsdp 7B)
+            hybrid = sh in ("zero1", "shard_grad_op", "full_shard") and (
+                (node.kind == "tpu" and n // pp > cal.scale_up_size) or "sharding HSDP" in r["source_detail"])
             lay = Layout(dp=n // (tp * pp), tp=tp, pp=pp, interleave=v, micro_batch=mb, sharding=sh, recompute=rc,
                          sequence_parallel=(r["sequence_parallel"] == "true") or (tp > 1 and r["sequence_parallel"] == ""),
                          precision=prec, hybrid_shard=hybrid)
@@ -408,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             lay = p["layout"]
             print(f"{p['id'][:44]:44s} {p['hw']:14s} {p['fam']:12s} {p['target']:10.1f} {loo_tps[i]:10.1f} "
                   f"{loo[i]:+7.1%} {loho[i]:+7.1%} {b35[i]:+7.1%} {bavg[i]:+7.1%} "
-                  f"dp{lay.dp} tp{lay.tp} pp{lay.pp} v{lay.interleave} mb{lay.micro_batch} {lay.sharding} "
+                  f"dp{lay.dp} tp{lay.tp} pp{lay.pp} v{lay.interleave} mb{lay.micro_batch} {lay.sharding}"
+                  f"{'(hybrid)' if lay.hybrid_shard else ''} "
                   f"{lay.recompute}{'' if lay.recompute_layers == 1 else f'@{lay.recompute_layers:.0%}'}"
                   f"{' (searched)' if p['searched'] else ''}{'' if p['fits'] else ' NOT FIT'}"
                   f"{'' if p['attn'] == 'flash_attn_2' else ' attn=' + p['attn']}")
