@@ -107,12 +107,20 @@ KORTHIKANTI_SELECTIVE = ("megatron", "maxtext")
 RECOMPUTE_SHARES = (0.25, 0.5, 0.75, 1.0)
 
 
+def torchtitan_op_sac_share(spec) -> float:
+    """Share of a layer's linear-layer FLOPs torchtitan's op-level SAC recomputes: the 2nd, 4th and 6th matmul of
+    wq, wk, wv, wo, w1, w3, w2 (a GLU MLP; without one, wq wk wv wo w1 w2: wk, wo, w2)."""
+    d, q, kv, f = spec.d_model, spec.q_dim, spec.d_kv, spec.ffn_dim
+    mms = [d * q, d * kv, d * kv, q * d] + ([d * f, d * f, f * d] if spec.glu else [d * f, f * d])
+    return sum(mms[1::2]) / sum(mms)
+
+
 def framework_selective(spec, cal, lay: Layout, row: dict, gb: int, core: str) -> tuple[Layout, str]:
     """The layout a framework's own "selective" checkpointing stands for, and how it was chosen: the share of
     layers fully recomputed from the published HFU / MFU ratio when the source states both (the hardware FLOPs a
     FLOP counter saw over the model FLOPs: 1 + share x recomputed forward / model); else Korthikanti's selective
-    when it fits the memory model, else the least share of full recomputation that does (the framework's tuning
-    is assumed)."""
+    when it fits the memory model (torchtitan: its op-level SAC's share of recomputed matmul FLOPs), else the least
+    share of full recomputation that does (the framework's tuning is assumed)."""
     mfu, hfu = row.get("mfu") or "", row.get("hfu") or ""
     if mfu and hfu:
         model, hw = O.step_flops(spec, seq_len=spec.seq_len, sequences=1, recompute="full")
@@ -122,10 +130,18 @@ def framework_selective(spec, cal, lay: Layout, row: dict, gb: int, core: str) -
         share = min(share, 1.0)
         return (dataclasses.replace(lay, recompute="full", recompute_layers=round(share, 3)),
                 f"HFU/MFU {float(hfu) / float(mfu):.3f}: full recomputation of {share:.0%} of the layers")
-    fits = step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=core).memory.fits
-    if fits:
+    floor = 0.0
+    if family(row.get("framework", "")) == "torchtitan":
+        # torchtitan's default selective_ac_option = "op": per layer, every compute op's output is saved except
+        # every second mm (torchtitan parallelize: "Saves output of all compute ops, except every second mm"),
+        # i.e. of wq, wk, wv, wo, w1, w3, w2 in call order, wk, wo and w3 are recomputed
+        floor = torchtitan_op_sac_share(spec)
+        cand = dataclasses.replace(lay, recompute="full", recompute_layers=round(floor, 3))
+        if step_times(spec, cal, cand, global_batch=gb, memory_only=True, attention=core).memory.fits:
+            return cand, f"op-level SAC: every second matmul recomputed ({floor:.0%} of the layer's matmul FLOPs)"
+    elif step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=core).memory.fits:
         return lay, "Korthikanti selective fits"
-    for share in RECOMPUTE_SHARES:
+    for share in (s for s in RECOMPUTE_SHARES if s >= floor):
         cand = dataclasses.replace(lay, recompute="full", recompute_layers=share)
         if step_times(spec, cal, cand, global_batch=gb, memory_only=True, attention=core).memory.fits:
             return cand, f"least share of full recomputation that fits: {share:.0%} of the layers"

@@ -643,3 +643,14 @@ def test_search_honours_a_stated_interleave(cat):
     one = search(s, cal, interleave=1, **kw)
     assert {p.layout.interleave for p in (one.best, *one.runners_up)} == {1}
     assert free.best.step_time_s <= one.best.step_time_s * (1 + 1e-9)
+
+
+def test_validation_prices_torchtitan_op_sac_as_its_recomputed_matmul_share():
+    """torchtitan's op-level SAC recomputes every second matmul of wq, wk, wv, wo, w1, w3, w2: wk, wo, w3."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    s = preset("llama3-8b")
+    d, kv, f = 4096, 1024, 14336
+    want = (d * kv + d * d + d * f) / (2 * d * d + 2 * d * kv + 3 * d * f)
+    assert V.torchtitan_op_sac_share(s) == pytest.approx(want)
+    assert 0.3 < want < 0.4
