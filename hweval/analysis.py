@@ -56,15 +56,13 @@ import pandas as pd
 from hwcore.errors import InputError
 from hwcore.store import Store
 from hwmodels.dtypes import predict_precision
+from hwmodels.predict.calibration import CACHE_RESIDENT_BYTES  # STREAM points under it: cache-resident
 from hweval.job import Job, TokenBudget, job_tokens, parse_job
 
 LEVEL = 0.9
 #: price-range half-widths (fractions) per pricing mode: stated assumptions (module docstring)
 PRICE_RANGE = {"on_demand": 0.10, "reserved": 0.10, "reserved_3y": 0.10, "spot": 0.30, "on_prem": 0.20}
 STALE_PRICE_RANGE = 0.25
-#: STREAM working sets below this are labelled cache-resident (32 MiB: the L3 of one AMD Zen 4 CCD,
-#: AMD EPYC 9004 product brief; H100's L2 is 50 MB, so on GPUs the label is conservative)
-CACHE_RESIDENT_BYTES = 32 * 2**20
 NOISY_STEPS = 0.25  # step IQR / median above which a measured-vs-predicted check is flagged as disturbed
 HOST_PROBES = ("dispatch",)  # kernels/dispatch.py: calibrate the predictor's host cost, kept off the roofline
 MODE_WORDS = {"on_demand": "on-demand", "reserved": "reserved", "reserved_3y": "3-year reserved",
@@ -617,12 +615,7 @@ def _kernel_points(kernels: Sequence[dict[str, Any]]):
     for k in kernels:
         if k.get("status") != "ok":
             continue
-        name = str(k.get("kernel"))
-        if name.startswith("stream"):
-            by = _num(k.get("bytes")) or 0.0
-            if by < CACHE_RESIDENT_BYTES:
-                continue  # cache-resident: not the DRAM bandwidth the step model needs
-            name = "stream"
+        name = str(k.get("kernel"))  # calibrate() leaves cache-resident STREAM records out itself
         metrics = {a: b for a, b in k.items() if a not in ("params", "kernel", "name", "workload")}
         out.append(KernelPoint(kernel=name, params=dict(k.get("params") or {}), metrics=metrics, origin="measured",
                                where=f"run {k.get('run_id') or ''}".strip()))

@@ -654,3 +654,17 @@ def test_validation_prices_torchtitan_op_sac_as_its_recomputed_matmul_share():
     want = (d * kv + d * d + d * f) / (2 * d * d + 2 * d * kv + 3 * d * f)
     assert V.torchtitan_op_sac_share(s) == pytest.approx(want)
     assert 0.3 < want < 0.4
+
+
+def test_calibration_leaves_cache_resident_stream_records_out(cat):
+    """A STREAM record that fits in cache is not DRAM bandwidth, whichever path hands it in (report or CLI)."""
+    from hwmodels.predict.calibration import CACHE_RESIDENT_BYTES
+
+    node = cat.get("cpu-epyc-zen4-2c")
+    small = KernelPoint(kernel="stream_triad", params={"n": 2**16}, metrics={"bytes": 3 * 8 * 2**16,
+                                                                           "bytes_per_s": 140e9})
+    big = KernelPoint(kernel="stream_triad", params={"n": 2**24}, metrics={"bytes": 3 * 8 * 2**24,
+                                                                         "bytes_per_s": 30e9})
+    assert small.metrics["bytes"] < CACHE_RESIDENT_BYTES <= big.metrics["bytes"]
+    assert calibrate(node, [small, big]).mem_bw.value == pytest.approx(30e9)
+    assert calibrate(node, [small]).mem_bw.kind != "measured"  # nothing measured at DRAM: the next source

@@ -158,6 +158,11 @@ PUBLISHED_MATMUL_TFLOPS: dict[str, tuple[float, str]] = {
 DERATE_MATMUL = 0.75  # median achievable/peak of the three mamf-finder figures above (0.86, 0.80, 0.58) -> 0.75 rounded down for unknown stacks
 DERATE_MEMBW = 0.85  # STREAM-style copy on HBM GPUs reaches ~85-92% of datasheet (H100/A100 babelstream reports); lower end taken
 COMMS_FIT_MIN_BYTES = 32 * 2**10  # curves are fitted from 32 KiB up (module docstring)
+#: A STREAM record whose working set is under this many bytes measured a cache, not the DRAM bandwidth the step
+#: model needs; calibrate() leaves it out (and the report labels it). 32 MiB: the L3 of one AMD Zen 4 CCD (AMD EPYC
+#: 9004 product brief), where CPU samples run warm. GPU samples flush L2 before each sample, so a one-pass STREAM
+#: reads DRAM at any size there and the threshold only drops small points (conservative).
+CACHE_RESIDENT_BYTES = 32 * 2**20
 Z90 = 1.6449  # two-sided 90% normal quantile: a 90% band -> 1 sigma
 # Flash-attention training efficiency (fwd+bwd, causal, head dim 128, long sequence) as a fraction of dense bf16 peak:
 # FlashAttention-2 (Dao 2023, arXiv:2307.08691): "up to 225 TFLOPs/s per A100" end-to-end and ~190 TFLOP/s
@@ -551,6 +556,9 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
     # memory bandwidth
     mem = None
     for p in pts:
+        nbytes = float(p.metrics.get("bytes") or 0.0)  # the working set (kernels/stream.py counts it per call)
+        if 0.0 < nbytes < CACHE_RESIDENT_BYTES:
+            continue  # cache-resident: not DRAM bandwidth
         if p.kernel.startswith("stream") and p.metrics.get("bytes_per_s"):  # kernels/stream.py: stream_copy, ...
             v = float(p.metrics["bytes_per_s"])
             if mem is None or v > mem.value:
