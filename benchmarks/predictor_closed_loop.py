@@ -139,6 +139,7 @@ def kernel_points(store: Any) -> list[Any]:
     """
     from hwcore.records import KernelRecord, read
     from hwmodels.predict import KernelPoint
+    from hwmodels.predict.calibration import CACHE_RESIDENT_BYTES
 
     pts = []
     for r in read(store, KernelRecord):
@@ -152,8 +153,8 @@ def kernel_points(store: Any) -> list[Any]:
                 pts.append(KernelPoint(kernel="launch", params=params, metrics={"seconds": metrics.get("median_s")},
                                        origin="measured", where=where))
                 continue
-            if n_bytes < 32 * 2**20:
-                continue
+            if n_bytes < CACHE_RESIDENT_BYTES:
+                continue  # calibrate() would leave it out too
         pts.append(KernelPoint(kernel=name, params=params, metrics=metrics, origin="measured", where=where))
     return pts
 
