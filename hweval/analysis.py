@@ -1099,16 +1099,16 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     used = {(o.node, o.pricing) for o in opts}
     stale = tuple(f"{n} {md}: as of {cat.get(n).pricing[md].as_of or 'undated'}" for n, md in sorted(used)
                   if cat.get(n).pricing[md].stale(today))
-    from hwmodels.predict.predictor import ERROR_FILE, LOHO_KEYS
+    from hwmodels.predict.predictor import ERROR_FILE, loho_section
 
     err = {}
     try:
         err = json.loads(Path(ERROR_FILE).read_text())
     except (OSError, ValueError):
         notes.append(f"predictor validation: {ERROR_FILE.name} not readable; the predictor's default +/-25% applies")
-    sec = next((k for k in LOHO_KEYS if err.get(k)), None)
-    ov = (err.get(sec) if sec else err.get("cross_validation") or {}).get("overall") or {}
-    how = "leave-one-hardware-out" + (", framework unknown" if sec == LOHO_KEYS[0] else "")
+    how, sec = loho_section(err)
+    ov = (sec or err.get("cross_validation") or {}).get("overall") or {}
+    how = how or "leave-one-hardware-out"
     validation = (f"predictor held-out error ({how}, {ERROR_FILE.name}): median "
                   f"{ov.get('median', float('nan')):.0%}, 90th percentile {ov.get('q90', float('nan')):.0%}"
                   if ov else "predictor validation error: not available")

@@ -556,13 +556,14 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
     # memory bandwidth
     mem = None
     for p in pts:
+        if not (p.kernel.startswith("stream") and p.metrics.get("bytes_per_s")):  # kernels/stream.py: stream_copy..
+            continue
         nbytes = float(p.metrics.get("bytes") or 0.0)  # the working set (kernels/stream.py counts it per call)
         if 0.0 < nbytes < CACHE_RESIDENT_BYTES:
             continue  # cache-resident: not DRAM bandwidth
-        if p.kernel.startswith("stream") and p.metrics.get("bytes_per_s"):  # kernels/stream.py: stream_copy, ...
-            v = float(p.metrics["bytes_per_s"])
-            if mem is None or v > mem.value:
-                mem = Rate(value=v, kind=p.origin, source=f"best stream record {p.where}".strip(), rel_sigma=0.05)
+        v = float(p.metrics["bytes_per_s"])
+        if mem is None or v > mem.value:
+            mem = Rate(value=v, kind=p.origin, source=f"best stream record {p.where}".strip(), rel_sigma=0.05)
     if mem is None:
         for r in pub:
             if r.get("quantity") in ("memory_bw_GBps", "memory_bandwidth_GBps", "achievable_memory_bandwidth_GBps"):

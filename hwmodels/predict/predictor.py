@@ -251,22 +251,28 @@ def _errors(path: str) -> dict[str, Any]:
 LOHO_KEYS = ("leave_one_hardware_out_any_framework", "leave_one_hardware_out")
 
 
+def loho_section(errors: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(how it was scored, section) of a validation file's leave-one-hardware-out error that new predictions
+    carry: scored with one framework factor for every framework, as a new prediction uses; older files only
+    have the per-family one. ("", {}) when the file has neither."""
+    for name, how in zip(LOHO_KEYS, ("leave-one-hardware-out, framework unknown", "leave-one-hardware-out")):
+        if errors.get(name):
+            return how, errors[name]
+    return "", {}
+
+
 def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]:
     """(relative error at INTERVAL_LEVEL, where it came from) for this hardware."""
     e = _errors(str(path or ERROR_FILE))
     key = f"q{int(INTERVAL_LEVEL * 100)}"
-    # a new prediction uses one framework factor for every framework: its error is the leave-one-hardware-out
-    # error scored that way (older validation files only have the per-family one)
-    name, loho = LOHO_KEYS[0], e.get(LOHO_KEYS[0])
-    if not loho:
-        name, loho = LOHO_KEYS[1], e.get(LOHO_KEYS[1], {})
-    what = "leave-one-hardware-out" + (", framework unknown," if name == LOHO_KEYS[0] else "")
+    what, loho = loho_section(e)
+    what = what or "leave-one-hardware-out"
     hw = loho.get("per_hardware", {}).get(hardware)
     if hw and key in hw and hw.get("n", 0) >= MIN_ROWS_PER_HARDWARE:
-        return float(hw[key]), f"{what} held-out |error| {key} for {hardware} ({ERROR_FILE.name})"
+        return float(hw[key]), f"{what}, held-out |error| {key} for {hardware} ({ERROR_FILE.name})"
     ov = loho.get("overall") or e.get("cross_validation", {}).get("overall")
     if ov and key in ov:
-        return float(ov[key]), f"overall {what} held-out |error| {key} ({ERROR_FILE.name}); " \
+        return float(ov[key]), f"overall {what}, held-out |error| {key} ({ERROR_FILE.name}); " \
                                f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows"
     return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
 
