@@ -154,7 +154,7 @@ def family(framework: str) -> str:
     Megatron-DeepSpeed's ZeRO-1 with TP/PP (BLOOM, Intel Gaudi)."""
     f = framework.lower()
     for key, name in (("foundry", "llm-foundry"), ("maxtext", "maxtext"), ("torchtitan", "torchtitan"),
-                      ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("megatron", "megatron"), ("nemo", "megatron"),
+                      ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("fms-fsdp", "fms-fsdp"), ("megatron", "megatron"), ("nemo", "megatron"),
                       ("gaudi", "gaudi-optimum")):
         if key in f:
             return name
