@@ -107,6 +107,13 @@ KORTHIKANTI_SELECTIVE = ("megatron", "maxtext")
 RECOMPUTE_SHARES = (0.25, 0.5, 0.75, 1.0)
 
 
+#: Data-parallel sharding modes searched for a framework's row when its source leaves the mode out (others: every
+#: mode): Megatron-LM / NeMo replicate (DDP) or shard the optimizer state with their distributed optimizer
+#: (``--use-distributed-optimizer``, ZeRO-1-like), the default of the NeMo performance recipes; Megatron-Core's own
+#: FSDP is taken only where a source says so (the Megatron-Bridge H100 8B rows).
+FRAMEWORK_SHARDINGS = {"megatron": ("ddp", "zero1")}
+
+
 def torchtitan_op_sac_share(spec) -> float:
     """Share of a layer's linear-layer FLOPs torchtitan's op-level SAC recomputes: the 2nd, 4th and 6th matmul of
     wq, wk, wv, wo, w1, w3, w2 (a GLU MLP; without one, wq wk wv wo w1 w2: wk, wo, w2)."""
@@ -236,23 +243,28 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 lay, how = framework_selective(spec, cal, lay, r, gb, core)
                 notes.append(f"{rid}: {r['framework'].split(' (')[0]} 'selective' -> {how}")
         else:
-            res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
-                         sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1, interleave=vi, attention=core)
+            fam = family(r["framework"])
+
+            def find(c, shard):
+                """The fastest layout with the stated fields; a sharding the source leaves out is searched among
+                the modes the framework runs (FRAMEWORK_SHARDINGS)."""
+                modes = [shard] if shard else list(FRAMEWORK_SHARDINGS.get(fam, (None,)))
+                found = [search(spec, c, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
+                                sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1,
+                                interleave=vi, attention=core) for m in modes]
+                return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)
+
+            res = find(cal, sh)
             if res.best is None and sh is not None:
                 # the stated sharding does not fit (e.g. NeMo's default distributed optimizer reported as ddp)
-                res = search(spec, cal, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
-                             sharding=None, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1, interleave=vi,
-                             attention=core)
+                res = find(cal, None)
                 if res.best is not None:
                     notes.append(f"{rid}: stated sharding {sh} does not fit; searched: {res.best.layout.sharding}")
             if res.best is None:
                 # the published run ran, the memory model says no layout with its stated fields fits: a miss of
                 # the memory model, scored below; the step time is still predicted, on the fastest layout with
                 # the stated fields when memory is not a constraint
-                roomy = dataclasses.replace(cal, memory_capacity_bytes=math.inf)
-                res = search(spec, roomy, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp,
-                             pp=pp, sharding=sh, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1, interleave=vi,
-                             attention=core)
+                res = find(dataclasses.replace(cal, memory_capacity_bytes=math.inf), sh)
                 if res.best is not None:
                     notes.append(f"{rid}: no layout with the stated fields fits the memory model; predicted on the "
                                  f"fastest one ignoring memory ({res.best.layout.sharding}, {res.best.layout.recompute})")
