@@ -161,8 +161,8 @@ def family(framework: str) -> str:
     Megatron-DeepSpeed's ZeRO-1 with TP/PP (BLOOM, Intel Gaudi)."""
     f = framework.lower()
     for key, name in (("foundry", "llm-foundry"), ("maxtext", "maxtext"), ("torchtitan", "torchtitan"),
-                      ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("fms-fsdp", "fms-fsdp"), ("megatron", "megatron"), ("nemo", "megatron"),
-                      ("gaudi", "gaudi-optimum")):
+                      ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("fms-fsdp", "fms-fsdp"),
+                      ("megatron", "megatron"), ("nemo", "megatron"), ("gaudi", "gaudi-optimum")):
         if key in f:
             return name
     return "other"
@@ -404,8 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     target = np.array([p["target"] for p in preds])
     logerr = np.log(grid / target[:, None])
 
-    loo, k_loo = held_out(preds, logerr, lambda p, i: i)
-    loso, k_loso = held_out(preds, logerr, lambda p, i: p["source"])
+    loo, _ = held_out(preds, logerr, lambda p, i: i)
+    loso, _ = held_out(preds, logerr, lambda p, i: p["source"])
     loho, k_loho = held_out(preds, logerr, lambda p, i: p["hw"])
     # what a new prediction does: the framework is not an input, one (eta, comm_eff) fitted on the other hardware
     loho_any, _ = held_out(preds, logerr, lambda p, i: p["hw"], by_family=False)
