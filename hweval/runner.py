@@ -508,6 +508,9 @@ def kill_active() -> None:
 
 
 # -- the worker (runs inside the subprocess) --------------------------------------------
+#: the longest a worker waits for its Jupyter kernel to answer (bounded by the cell's own timeout_s)
+KERNEL_START_TIMEOUT_S = 600.0
+
 def _worker(spec_path: str) -> int:
     parent = os.environ.get(PARENT_ENV)
     if parent and not die_with_parent(int(parent)):
@@ -546,6 +549,9 @@ def _worker(spec_path: str) -> int:
             log_output=True,
             request_save_on_cell_execute=True,
             kernel_manager_class=_kernel_manager_class(),
+            # papermill's default 60 s for the kernel to answer is too short on a loaded machine (seen in CI on
+            # 2 busy cores: "Kernel didn't respond in 60 seconds"); the cell's own limit still bounds the whole run
+            start_timeout=int(min(float(cell.get("timeout_s") or KERNEL_START_TIMEOUT_S), KERNEL_START_TIMEOUT_S)),
         )
         status, error = "ok", None
     except pm.PapermillExecutionError as exc:

@@ -212,3 +212,27 @@ def test_run_plan_library_call(batch, store_path, tmp_path):
     assert any("1 cell(s) to run" in m for m in logged)
     again = run_plan(one, out=out, store=store_path, progress=False)
     assert again.nothing_to_do and again.kept["done"] == list(res.statuses)
+
+
+def test_worker_waits_for_a_slow_kernel_up_to_the_cells_limit(tmp_path, monkeypatch):
+    """papermill's 60 s kernel-start default failed CI on a loaded machine; the worker waits up to the cell's own
+    limit (capped at KERNEL_START_TIMEOUT_S)."""
+    import json
+
+    import papermill as pm
+
+    from hweval import runner
+
+    nb = tmp_path / "nb.py"
+    nb.write_text("# %%\nx = 1\n")
+    seen = {}
+    monkeypatch.setattr(pm, "execute_notebook", lambda *a, **kw: seen.update(kw))
+    cap = int(runner.KERNEL_START_TIMEOUT_S)
+    for limit, want in ((240, 240), (3600, cap), (None, cap)):
+        spec = tmp_path / "spec.json"
+        spec.write_text(json.dumps({"cell": {"notebook_path": str(nb), "params": {}, "timeout_s": limit},
+                                    "output": str(tmp_path / "out.ipynb"), "result": str(tmp_path / "res.json")}))
+        monkeypatch.delenv(runner.PARENT_ENV, raising=False)
+        assert runner._worker(str(spec)) == 0
+        assert seen["start_timeout"] == want
+        assert json.loads((tmp_path / "res.json").read_text())["status"] == "ok"
