@@ -130,6 +130,17 @@ def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: i
     return cf, cb, mf, mb_, comm, attn_f, attn_b
 
 
+def layout_memory(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int,
+                  attention: str = "flash") -> MemoryEstimate:
+    """Bytes per accelerator of ``layout`` for a step of ``global_batch`` sequences (:func:`memory.estimate`)."""
+    m = -(-global_batch // (layout.dp * layout.micro_batch))
+    return estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=layout.precision,
+                    sharding=layout.sharding, dp=layout.shard_degree(cal.scale_up_size), tp=layout.tp, pp=layout.pp,
+                    micro_batch=layout.micro_batch, seq_len=seq_len, recompute=layout.recompute,
+                    sp=layout.sequence_parallel, flash=attention == "flash", microbatches=m,
+                    interleave=layout.interleave, recompute_layers=layout.recompute_layers)
+
+
 def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
                attention: str = "flash", eta: float = 1.0, comm_eff: float = 1.0,
                memory_only: bool = False) -> StepTimes:
@@ -142,10 +153,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     L, tp, pp, dp, v, mbs = spec.n_layers, layout.tp, layout.pp, layout.dp, layout.interleave, layout.micro_batch
     m = -(-global_batch // (dp * mbs))
     dps = layout.shard_degree(cal.scale_up_size)  # ranks the state is sharded over
-    mem = estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=layout.precision,
-                   sharding=layout.sharding, dp=dps, tp=tp, pp=pp, micro_batch=mbs, seq_len=seq,
-                   recompute=layout.recompute, sp=layout.sequence_parallel, flash=attention == "flash",
-                   microbatches=m, interleave=v, recompute_layers=layout.recompute_layers)
+    mem = layout_memory(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention)
     model_f, hw_f = O.step_flops(spec, seq_len=seq, sequences=m * dp * mbs, recompute=layout.recompute,
                                  recompute_layers=layout.recompute_layers)
     if memory_only:

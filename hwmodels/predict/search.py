@@ -23,7 +23,8 @@ from typing import Any
 from hwmodels.errors import ModelInputError
 from hwmodels.predict.calibration import Calibration, KernelPoint, calibrate
 from hwmodels.predict.layout import Layout, enumerate_layouts
-from hwmodels.predict.predictor import Prediction, _head_cost, framework_eta, layer_cost, make_prediction, step_times
+from hwmodels.predict.predictor import (Prediction, _head_cost, framework_eta, layer_cost, layout_memory,
+                                        make_prediction, step_times)
 from hwmodels.predict.spec import ModelSpec
 
 #: (policy, share of layers) in the order the search tries them: least recomputation first; full recomputation
@@ -51,16 +52,6 @@ class SearchResult:
             lay, mem = self.smallest_memory
             out["smallest_memory"] = {"layout": lay.to_dict(), "memory_GiB": mem.to_dict()}
         return out
-
-
-def _memory(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, attention: str = "flash"):
-    from hwmodels.predict.memory import estimate
-    dps = lay.shard_degree(cal.scale_up_size)
-    m = -(-gb // (lay.dp * lay.micro_batch))
-    return estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=lay.precision, sharding=lay.sharding,
-                    dp=dps, tp=lay.tp, pp=lay.pp, micro_batch=lay.micro_batch, seq_len=seq, recompute=lay.recompute,
-                    sp=lay.sequence_parallel, flash=attention == "flash", microbatches=m, interleave=lay.interleave,
-                    recompute_layers=lay.recompute_layers)
 
 
 def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, eta: float,
@@ -125,7 +116,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                         pruned += 1
                         found = True  # cannot tell whether it fits; larger micro-batches may still be faster
                         break
-                mem = _memory(spec, cal, lay, gb, seq, attention)
+                mem = layout_memory(spec, cal, lay, global_batch=gb, seq_len=seq, attention=attention)
                 if best_mem is None or mem.total < best_mem[1].total:
                     best_mem = (lay, mem)
                 if mem.total > cap:
