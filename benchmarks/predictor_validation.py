@@ -6,9 +6,10 @@ framework's own tuning is assumed), and scores the predicted throughput per
 accelerator against the published one. Nothing is fitted on a row it is
 scored on: the fitted parameters, the framework efficiency ``eta`` (the share
 of compute and memory-bound time the op model does not account for) and
-``comm_eff`` (of collective time), one pair per framework family shrunk
-towards the all-rows pair (empirical Bayes, ``shrinkage_k``), are chosen on the
-training rows of each split only:
+``comm_eff`` (of collective time) and ``overlap_cost`` (the share of the
+hidden DP/FSDP collective time its interference still costs), one triple per
+framework family shrunk towards the all-rows triple (empirical Bayes,
+``shrinkage_k``), are chosen on the training rows of each split only:
 
 * leave-one-row-out (LOO),
 * leave-one-source-out (a whole published table held out at once),
@@ -59,7 +60,8 @@ RUNS = ROOT / "data" / "reference" / "training_runs.csv"
 OUT = ROOT / "data" / "reference" / "predictor_error.json"
 ETAS = np.round(np.arange(0.30, 1.301, 0.02), 3)
 COMMS = (1.0, 0.7, 0.5, 0.35, 0.25, 0.18)
-GRID = [(float(e), c) for e in ETAS for c in COMMS]  # (eta, comm_eff)
+GAMMAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+GRID = [(float(e), c, g) for e in ETAS for c in COMMS for g in GAMMAS]  # (eta, comm_eff, overlap_cost)
 BASELINE_MFU = 0.35
 #: Attention implementation of a published source where it is not FlashAttention-2 (the predictor's default), in
 #: order of preference; the first one the node has a published curve for is priced
@@ -250,8 +252,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 the modes the framework runs (FRAMEWORK_SHARDINGS)."""
                 modes = [shard] if shard else list(FRAMEWORK_SHARDINGS.get(fam, (None,)))
                 found = [search(spec, c, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
-                                sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, top=1,
-                                interleave=vi, attention=core) for m in modes]
+                                sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, overlap_cost=0.0,
+                                top=1, interleave=vi, attention=core) for m in modes]
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)
 
             res = find(cal, sh)
@@ -284,18 +286,20 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
 def tps_grid(p: dict) -> np.ndarray:
     """Predicted tokens/s per accelerator for every eta of the grid."""
     out = []
-    for eta, comm in GRID:
-        st = step_times(p["spec"], p["cal"], p["layout"], global_batch=p["gb"], eta=eta, comm_eff=comm,
-                        attention=p["core"])
-        seqs = st.microbatches * p["layout"].dp * p["layout"].micro_batch
-        out.append(seqs * p["spec"].seq_len / st.total / p["n"])
+    for eta in ETAS:
+        for comm in COMMS:
+            st = step_times(p["spec"], p["cal"], p["layout"], global_batch=p["gb"], eta=float(eta), comm_eff=comm,
+                            attention=p["core"])
+            seqs = st.microbatches * p["layout"].dp * p["layout"].micro_batch
+            for g in GAMMAS:  # step_times with overlap_cost=g adds g x overlapped_comm (tests/test_predict.py)
+                out.append(seqs * p["spec"].seq_len / (st.total + g * st.overlapped_comm) / p["n"])
     return np.array(out)
 
 
 def fit_eta(idx: list[int], logerr: np.ndarray) -> int:
     """Grid index minimising the mean |log(pred/pub)| over rows ``idx``."""
     if not idx:
-        return GRID.index((1.0, 1.0))
+        return GRID.index((1.0, 1.0, 0.0))
     return int(np.argmin(np.mean(np.abs(logerr[idx]), axis=0)))
 
 
@@ -311,7 +315,7 @@ def fit_families(train: np.ndarray, fams: np.ndarray, absle: np.ndarray, k: floa
     """Grid index per family: argmin of (sum of |log error| over the family's rows of ``train``) + k x (mean over
     all of ``train``)."""
     if not len(train):
-        return {f: GRID.index((1.0, 1.0)) for f in np.unique(fams)}
+        return {f: GRID.index((1.0, 1.0, 0.0)) for f in np.unique(fams)}
     mean = absle[train].mean(axis=0)
     out = {}
     for f in np.unique(fams):
@@ -415,9 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     k_shrink = shrinkage_k(everything, all_fams, logerr)
     fam_eta = {}
     for fam, g in sorted(fit_families(everything, all_fams, np.abs(logerr), k_shrink).items()):
-        e, c = GRID[g]
-        fam_eta[fam] = {"eta": e, "comm_eff": c, "rows": int(np.sum(all_fams == fam))}
-    k1 = GRID.index((1.0, 1.0))
+        e, c, ga = GRID[g]
+        fam_eta[fam] = {"eta": e, "comm_eff": c, "overlap_cost": ga, "rows": int(np.sum(all_fams == fam))}
+    k1 = GRID.index((1.0, 1.0, 0.0))
     raw = np.exp(logerr[:, k1]) - 1.0
 
     # baselines
@@ -457,10 +461,12 @@ def main(argv: list[str] | None = None) -> int:
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows_used": len(preds), "rows_skipped": skipped,
         "error_definition": "predicted / published tokens per second per accelerator - 1; quantiles of |error|",
-        "framework_efficiency": {"eta": GRID[k_all][0], "comm_eff": GRID[k_all][1], "per_family": fam_eta,
+        "framework_efficiency": {"eta": GRID[k_all][0], "comm_eff": GRID[k_all][1], "overlap_cost": GRID[k_all][2],
+                                 "per_family": fam_eta,
                                  "shrinkage_pseudo_rows": k_shrink,
-                                 "how": "(eta, comm_eff) minimising mean |log(pred/published)| over all published "
-                                        "rows (grid eta 0.30..1.30 x comm_eff 1..0.18); used for new predictions "
+                                 "how": "(eta, comm_eff, overlap_cost) minimising mean |log(pred/published)| over "
+                                        "all published rows (grid eta 0.30..1.30 x comm_eff 1..0.18 x overlap_cost "
+                                        "0..1); used for new predictions "
                                         "(the framework is not an input); per family: shrunk towards it by "
                                         "shrinkage_pseudo_rows (empirical Bayes sigma^2/tau^2); the scores below "
                                         "are held out"},
@@ -492,9 +498,9 @@ def main(argv: list[str] | None = None) -> int:
         "targets": {"median": 0.10, "worst": 0.25, "ranking": "all pairs"},
     }
     print()
-    print(f"rows used {len(preds)}, skipped {len(skipped)}; (eta, comm_eff) on all rows {GRID[k_all]}")
+    print(f"rows used {len(preds)}, skipped {len(skipped)}; (eta, comm_eff, overlap_cost) on all rows {GRID[k_all]}")
     for fam, v in fam_eta.items():
-        print(f"  family {fam:14s} eta {v['eta']:.2f} comm_eff {v['comm_eff']:.2f} ({v['rows']} rows)")
+        print(f"  family {fam:14s} eta {v['eta']:.2f} comm_eff {v['comm_eff']:.2f} gamma {v['overlap_cost']:.2f} ({v['rows']} rows)")
     print(f"{'hardware':16s} {'n':>4s} | {'LOO med':>8s} {'LOO max':>8s} | {'LOHO med':>8s} {'LOHO max':>8s} | "
           f"{'x0.35 med':>9s} {'x0.35 max':>9s} | {'avgMFU med':>10s} {'avgMFU max':>10s}")
     for hw in hws + ["overall"]:

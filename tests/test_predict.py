@@ -595,6 +595,52 @@ def test_search_recomputes_only_the_share_of_layers_memory_needs(cat):
     assert fixed.best.layout.recompute_layers == 1.0
 
 
+def test_overlap_cost_prices_the_hidden_collective_time(cat):
+    """overlap_cost = g adds g x the DP/FSDP collective time hidden under compute: 0 is ideal hiding, 1 pays every
+    collective in full (exposed = all communication); TP traffic is exposed either way."""
+    cal = calibrate(cat.get("h100-sxm"))
+    s = preset("llama2-13b")
+    lay = Layout(dp=64, micro_batch=2, sharding="full_shard", recompute="none")
+    base = step_times(s, cal, lay, global_batch=128)
+    assert base.overlapped_comm > 0.5 * base.comm_total  # FSDP across nodes: mostly hidden at overlap_cost 0
+    for g in (0.25, 0.75):
+        st = step_times(s, cal, lay, global_batch=128, overlap_cost=g)
+        assert st.total == pytest.approx(base.total + g * base.overlapped_comm)
+        assert st.compute == base.compute and st.comm_total == base.comm_total
+    none = step_times(s, cal, lay, global_batch=128, overlap_cost=1.0)
+    assert none.exposed_comm == pytest.approx(none.comm_total)
+    tp = step_times(s, cal, Layout(dp=1, tp=8, micro_batch=2, sharding="none", recompute="none"), global_batch=16)
+    assert tp.overlapped_comm == 0.0 and tp.exposed_comm == pytest.approx(tp.comm_total)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ModelInputError, match="overlap_cost"):
+            step_times(s, cal, lay, global_batch=128, overlap_cost=bad)
+
+
+def test_the_fitted_overlap_cost_reaches_predictions(tmp_path, cat):
+    """A validation file's overlap_cost prices new predictions and is named in their calibration; a file written
+    before it existed means ideal overlap (0)."""
+    import json
+
+    from hwmodels.predict.predictor import framework_eta
+
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps({"framework_efficiency": {"eta": 0.8, "comm_eff": 1.0}}))
+    new.write_text(json.dumps({"framework_efficiency": {"eta": 0.8, "comm_eff": 1.0, "overlap_cost": 0.5,
+                                                        "per_family": {"a": {"eta": 0.9, "comm_eff": 1.0}}}}))
+    assert framework_eta(old).overlap_cost == 0.0 and framework_eta(new).overlap_cost == 0.5
+    assert framework_eta(new, family="a").overlap_cost == 0.0  # the family's own fit, written without it
+    cal = calibrate(cat.get("h100-sxm"))
+    lay = Layout(dp=64, micro_batch=2, sharding="full_shard", recompute="none")
+    kw = dict(hardware="h100-sxm", accelerators=64, global_batch=128)
+    p_old = make_prediction(preset("llama2-13b"), cal, lay, error_path=old, **kw)
+    p_new = make_prediction(preset("llama2-13b"), cal, lay, error_path=new, **kw)
+    assert p_new.step_time_s > p_old.step_time_s
+    assert "overlap_cost = 0.50" in p_new.calibration["framework_efficiency"]
+    mixed = make_prediction(preset("llama2-13b"), cal, lay, error_path=new, overlap_cost=0.0, **kw)
+    assert mixed.step_time_s == pytest.approx(p_old.step_time_s)
+    assert "overlap_cost given" in mixed.calibration["framework_efficiency"]
+
+
 def test_a_search_says_where_its_framework_factor_came_from(tmp_path, cat):
     """The search's predictions name the validation's all-frameworks factor and its per-family spread (not
     "given"), unless the caller gives one."""

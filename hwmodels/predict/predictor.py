@@ -8,14 +8,26 @@ Step model (per optimizer step, on the slowest pipeline stage)::
     exposed   = TP collectives (not overlapped: on the critical path, Shoeybi 2019)
                 + pipeline send/recv (2 per micro-batch and chunk boundary)
                 + DP/FSDP collectives beyond what overlaps with the compute they can hide under
+                + overlap_cost x the DP/FSDP collective time that does overlap (interference)
     bubble    = (pp - 1) / v x t_stage        (1F1B with v interleaved chunks: Narayanan 2021, section 2.2)
     overhead  = the calibration's fixed per-step overhead
 
 with ``m = ceil(global_batch / (dp x micro_batch))`` micro-batches per step,
-``eta`` the framework efficiency on compute and memory time and ``comm_eff``
-the achieved fraction of the calibrated collective bandwidth (both 1 unless
-the validation fitted them: the share of time no op model accounts for; the
-values and how they were fitted are in ``data/reference/predictor_error.json``).
+``eta`` the framework efficiency on compute and memory time, ``comm_eff``
+the achieved fraction of the calibrated collective bandwidth and
+``overlap_cost`` the share of an overlapped collective's duration that its
+interference still adds to the step (1, 1 and 0 unless the validation fitted
+them: the share of time no op model accounts for; the values and how they were
+fitted are in ``data/reference/predictor_error.json``).
+
+Overlap is not free: a collective running under compute takes SMs for its
+kernels (NCCL's channels) and HBM bandwidth for its copies and reductions, so
+the GEMMs beside it slow down. ``overlap_cost`` in [0, 1] prices that: 0 is the
+ideal hiding, 1 no hiding at all. The validation fits it per framework family
+with ``eta`` and ``comm_eff`` (on the rows outside each held-out split); before
+it had that term, the published rows' log error grew with the hidden share of
+the step (slope about 0.7 on 149 llm-foundry rows), which the family's
+``comm_eff`` half absorbed.
 
 MFU (PaLM, Chowdhery et al. 2022, appendix B): model FLOPs per step (6 N +
 12 L T d per token) / (step time x accelerators x dense datasheet peak of the
@@ -64,6 +76,7 @@ class StepTimes:
     memory: MemoryEstimate
     microbatches: int
     comm_total: float = 0.0
+    overlapped_comm: float = 0.0  # DP/FSDP collective time hidden under compute (its interference is in exposed_comm)
 
     @property
     def total(self) -> float:
@@ -142,13 +155,16 @@ def layout_memory(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_b
 
 
 def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
-               attention: str = "flash", eta: float = 1.0, comm_eff: float = 1.0,
+               attention: str = "flash", eta: float = 1.0, comm_eff: float = 1.0, overlap_cost: float = 0.0,
                memory_only: bool = False) -> StepTimes:
     """The step model of the module docstring for one layout.
 
     ``eta`` divides compute and memory-bound time, ``comm_eff`` every collective's time (both 1 = the
-    calibrated rates as they are; the validation fits them per framework family).
+    calibrated rates as they are), ``overlap_cost`` the share of the hidden DP/FSDP collective time that the step
+    still pays (0 = ideal overlap); the validation fits all three per framework family.
     """
+    if not 0.0 <= overlap_cost <= 1.0:
+        raise ModelInputError(f"overlap_cost: must lie in [0, 1] (0 = ideal overlap, 1 = none), got {overlap_cost!r}")
     seq = seq_len or spec.seq_len
     L, tp, pp, dp, v, mbs = spec.n_layers, layout.tp, layout.pp, layout.dp, layout.interleave, layout.micro_batch
     m = -(-global_batch // (dp * mbs))
@@ -230,7 +246,8 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
                                       + max(per_unit_bwd - ov * per_layer_bwd, 0.0)) + per_unit_fwd)
             dp_exposed += m * exp_mb
             dp_total += m * stage_layers * (per_unit_fwd + per_unit_bwd)
-    exposed = m * (tp_stage + p2p) + dp_exposed
+    hidden = max(dp_total - dp_exposed, 0.0)
+    exposed = m * (tp_stage + p2p) + dp_exposed + overlap_cost * hidden
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     host = 0.0
     if cal.serial_dispatch and cal.host_op_s is not None:  # eager ops run one after another on the host
@@ -240,7 +257,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
             host += m * layout.recompute_layers * stage_layers * spec.host_ops_per_layer() * cal.launch_s.value
     return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
                      overhead=cal.step_overhead_s.value + host, model_flops=model_f, hardware_flops=hw_f, memory=mem,
-                     microbatches=m, comm_total=m * (tp_stage + p2p) + dp_total)
+                     microbatches=m, comm_total=m * (tp_stage + p2p) + dp_total, overlapped_comm=hidden)
 
 
 # ------------------------------------------------------------------------------ errors
@@ -285,13 +302,30 @@ def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]
     return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
 
 
-def framework_eta(path: Path | None = None, family: str | None = None) -> tuple[float, float, str]:
-    """(eta, comm_eff, how): fitted on all published rows (of ``family`` when given and fitted)."""
+@dataclass(frozen=True)
+class FrameworkFactors:
+    """What no op model accounts for, fitted by the validation (module docstring): ``eta`` on compute and
+    memory-bound time, ``comm_eff`` on collective time, ``overlap_cost`` on hidden collective time; ``how`` says
+    where they came from."""
+    eta: float = 1.0
+    comm_eff: float = 1.0
+    overlap_cost: float = 0.0
+    how: str = "no fitted framework efficiency (eta = comm_eff = 1, overlap_cost = 0)"
+
+    def label(self) -> str:
+        return (f"eta = {self.eta:.3f}, comm_eff = {self.comm_eff:.3f}, overlap_cost = {self.overlap_cost:.2f} "
+                f"({self.how})")
+
+
+def framework_eta(path: Path | None = None, family: str | None = None) -> FrameworkFactors:
+    """The framework factors fitted on all published rows (of ``family`` when given and fitted); files written
+    before ``overlap_cost`` existed give 0 for it."""
     e = _errors(str(path or ERROR_FILE))
     fe = e.get("framework_efficiency", {})
     fam = fe.get("per_family", {}).get(family) if family else None
     if fam:
-        return float(fam["eta"]), float(fam["comm_eff"]), f"fitted on the {family} rows of the validation"
+        return FrameworkFactors(float(fam["eta"]), float(fam["comm_eff"]), float(fam.get("overlap_cost", 0.0)),
+                                f"fitted on the {family} rows of the validation")
     if "eta" in fe:
         how = "fitted on all published runs of the validation, one value for every framework"
         fams = {k: v["eta"] for k, v in fe.get("per_family", {}).items() if "eta" in v}
@@ -299,8 +333,9 @@ def framework_eta(path: Path | None = None, family: str | None = None) -> tuple[
             lo, hi = min(fams, key=fams.get), max(fams, key=fams.get)
             how += (f"; per framework family it spans {fams[lo]:.2f} ({lo}) to {fams[hi]:.2f} ({hi}); the interval's "
                     f"held-out error is scored with this one value across all of them")
-        return float(fe["eta"]), float(fe.get("comm_eff", 1.0)), how
-    return 1.0, 1.0, "no fitted framework efficiency (eta = comm_eff = 1)"
+        return FrameworkFactors(float(fe["eta"]), float(fe.get("comm_eff", 1.0)),
+                                float(fe.get("overlap_cost", 0.0)), how)
+    return FrameworkFactors()
 
 
 # ------------------------------------------------------------------------------ output
@@ -372,7 +407,7 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
                     global_batch: int, seq_len: int | None = None, tokens: float | None = None,
                     usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
                     attention: str = "flash", eta: float | None = None, comm_eff: float | None = None,
-                    error_path: Path | None = None, times: StepTimes | None = None,
+                    overlap_cost: float | None = None, error_path: Path | None = None, times: StepTimes | None = None,
                     min_billed_hours: float = 0.0) -> Prediction:
     """One layout's prediction. ``min_billed_hours``: hours per accelerator a committed pricing term bills
     however short the job (``Price.min_billed_hours``); the cost is the larger of the job's accelerator-hours
@@ -380,13 +415,15 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     seq = seq_len or spec.seq_len
     if layout.world != accelerators:
         raise ModelInputError(f"layout: dp*tp*pp = {layout.world} != accelerators ({accelerators})")
-    f_eta, f_comm, eta_src = framework_eta(error_path)
-    eta_v = eta if eta is not None else f_eta
-    comm_v = comm_eff if comm_eff is not None else f_comm
-    if eta is not None:
-        eta_src = "given"
+    fitted = framework_eta(error_path)
+    given = tuple(x is not None for x in (eta, comm_eff, overlap_cost))
+    factors = FrameworkFactors(eta if given[0] else fitted.eta, comm_eff if given[1] else fitted.comm_eff,
+                               overlap_cost if given[2] else fitted.overlap_cost,
+                               fitted.how if not any(given) else "given" if all(given) else
+                               f"{', '.join(n for n, g in zip(('eta', 'comm_eff', 'overlap_cost'), given) if g)} "
+                               f"given; the rest {fitted.how}")
     st = times or step_times(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention,
-                             eta=eta_v, comm_eff=comm_v)
+                             eta=factors.eta, comm_eff=factors.comm_eff, overlap_cost=factors.overlap_cost)
     step = st.total
     seqs = st.microbatches * layout.dp * layout.micro_batch
     tps = seqs * seq / step
@@ -423,7 +460,7 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
         notes.append(f"global batch {global_batch} is not a multiple of dp x micro_batch "
                      f"({layout.dp * layout.micro_batch}): {seqs} sequences per step are computed")
     calib = dict(cal.sources())
-    calib["framework_efficiency"] = f"eta = {eta_v:.3f}, comm_eff = {comm_v:.3f} ({eta_src})"
+    calib["framework_efficiency"] = factors.label()
     return Prediction(
         hardware=hardware, accelerators=accelerators, model=getattr(spec, "name", "custom"), seq_len=seq,
         global_batch=global_batch, layout=layout, step_time_s=step,

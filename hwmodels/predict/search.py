@@ -79,16 +79,17 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            seq_len: int | None = None, precision: str = "bf16", tp: int | None = None, pp: int | None = None,
            sharding: str | None = None, micro_batch: int | None = None, recompute: str | None = None,
            tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
-           top: int = 5, eta: float | None = None, comm_eff: float | None = None,
+           top: int = 5, eta: float | None = None, comm_eff: float | None = None, overlap_cost: float | None = None,
            error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
            interleave: int | None = None) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
     attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax)."""
     seq = seq_len or spec.seq_len
     gb = global_batch or default_global_batch(seq)
-    f_eta, f_comm, _ = framework_eta(error_path)
-    eta_v = eta if eta is not None else f_eta
-    comm_v = comm_eff if comm_eff is not None else f_comm
+    fitted = framework_eta(error_path)
+    eta_v = eta if eta is not None else fitted.eta
+    comm_v = comm_eff if comm_eff is not None else fitted.comm_eff
+    ov_v = overlap_cost if overlap_cost is not None else fitted.overlap_cost
     scored: list[tuple[float, Layout, Any]] = []
     considered = fitting = 0
     best_mem = None
@@ -124,7 +125,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                 fitting += 1
                 found = True
                 st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v, comm_eff=comm_v,
-                                attention=attention)
+                                overlap_cost=ov_v, attention=attention)
                 scored.append((st.total / (st.microbatches * lay.dp * lay.micro_batch), lay, st))
                 if len(scored) >= top:
                     scored.sort(key=lambda x: x[0])
@@ -138,7 +139,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     scored.sort(key=lambda x: x[0])
     preds = [make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
                              seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
-                             pricing=pricing, eta=eta, comm_eff=comm_eff, error_path=error_path, times=st,
+                             pricing=pricing, eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, error_path=error_path, times=st,
                              min_billed_hours=min_billed_hours, attention=attention)
              for _, lay, st in scored[:top]]
     return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
