@@ -641,6 +641,18 @@ def test_the_fitted_overlap_cost_reaches_predictions(tmp_path, cat):
     assert "overlap_cost given" in mixed.calibration["framework_efficiency"]
 
 
+def test_a_curve_measured_on_another_network_does_not_calibrate_the_node(cat):
+    """The A3 Mega curves (8 x 200 Gb/s TCPXO per node, sources.toml inter_node_Gbps) describe that network, not
+    the catalog h100-sxm's 3200 Gb/s: they are named as not used; a node on their network does use them."""
+    node = cat.get("h100-sxm")
+    inter = calibrate(node).comms["inter"]
+    assert "all_gather" not in inter.fits and "A3 Mega" not in inter.label().split("not used")[0]
+    assert "not used, measured on another network" in inter.label() and "1600 Gb/s" in inter.label()
+    same = replace(node, inter_node_bytes_per_s=1600e9 / 8, inter_node_bytes_per_s_per_accelerator=1600e9 / 64)
+    inter2 = calibrate(same).comms["inter"]
+    assert "all_gather" in inter2.fits and "not used" not in inter2.label()
+
+
 def test_a_search_says_where_its_framework_factor_came_from(tmp_path, cat):
     """The search's predictions name the validation's all-frameworks factor and its per-family spread (not
     "given"), unless the caller gives one."""

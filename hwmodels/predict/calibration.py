@@ -722,6 +722,7 @@ class _Curve:
     times: tuple[float, ...]
     source: str
     raw: bool = False  # a raw nccl-tests log (with in-place replicates): preferred over a table of the same curve
+    network_bytes_per_s: float | None = None  # the measured system's scale-out network per node, where stated
 
     @property
     def distinct(self) -> int:
@@ -808,7 +809,9 @@ def _reference_curves(ref_dir: str) -> tuple[tuple[str, str, _Curve], ...]:
         rows.sort()
         what = "torch.distributed benchmark" if e.get("format") == "csv" else "nccl-tests"
         level = "inter" if nodes > 1 else "intra"
+        net = e.get("inter_node_Gbps")
         out.append((str(e.get("node", "")), level, _Curve(
+            network_bytes_per_s=float(net) * 1e9 / 8.0 if isinstance(net, (int, float)) and net > 0 else None,
             origin="published", collective=coll, ranks=n, geometry=(-(-n // nodes), nodes) if nodes > 1 else (n, 1),
             sizes=tuple(r[0] for r in rows), times=tuple(r[1] for r in rows), raw=e.get("format") != "csv",
             source=f"{what} {coll} busbw, {e.get('system', key)} (data/reference/nccl_tests/{e['file']}; "
@@ -870,10 +873,19 @@ def _comms(node: Any, pts: list[KernelPoint], pub: list[dict[str, str]], use_pub
                          source=f"catalog {node.id}: no link figures")
     apn = int(node.accelerators_per_node)
     cand = _point_curves(pts, apn, link.domain)
+    other_net = []
     if use_published:
+        node_net = float(getattr(node, "inter_node_bytes_per_s", 0.0) or 0.0)
         for nid, level, c in _reference_curves(str(DATA_DIR / "reference" / "nccl_tests")):
-            if nid == node.id:
-                cand.setdefault(level, []).append(c)
+            if nid != node.id:
+                continue
+            if level == "inter" and c.network_bytes_per_s and node_net > 0 \
+                    and abs(c.network_bytes_per_s / node_net - 1.0) > NETWORK_MATCH:
+                # measured on a network other than the catalog node's: it says how that one performs
+                other_net.append(f"{c.collective} on {c.ranks} ranks at {c.network_bytes_per_s * 8e-9:g} Gb/s per "
+                                 f"node")
+                continue
+            cand.setdefault(level, []).append(c)
         for level, cs in _published_csv_curves(pub, apn).items():
             cand.setdefault(level, []).extend(cs)
     out: dict[str, LevelComms] = {}
@@ -904,7 +916,8 @@ def _comms(node: Any, pts: list[KernelPoint], pub: list[dict[str, str]], use_pub
         if fits:
             others = [c for c in ("all_reduce", "all_gather", "reduce_scatter") if c not in fits]
             note = (f"; {', '.join(others)} priced in bus bytes from that curve" if others else "") + \
-                "; other rank counts and placements through the catalog link model's ratios"
+                "; other rank counts and placements through the catalog link model's ratios" + \
+                (_other_net_note(node, other_net) if level == "inter" else "")
             out[level] = LevelComms(level=level, link=link, fits=fits, geometries=geos, kind=kinds[0],
                                     source="; ".join(labels) + note, rel_sigma=max(sig))
             continue
@@ -916,8 +929,20 @@ def _comms(node: Any, pts: list[KernelPoint], pub: list[dict[str, str]], use_pub
                    f"busbw curve for {node.id}; catalog links, intra {bi / 1e9:.0f} GB/s busbw "
                    f"({link.intra_efficiency:.2f} x {link.intra_bytes_per_s / 1e9:.0f} GB/s/dir), inter "
                    f"{bn / 1e9:.1f} GB/s per accelerator ({link.inter_efficiency:.2f} x NIC), "
-                   f"+/-{LINK_MODEL_REL_ERROR:.0%} band")
+                   f"+/-{LINK_MODEL_REL_ERROR:.0%} band" + (_other_net_note(node, other_net) if level == "inter" else ""))
     return out
+
+
+#: a published curve calibrates a node's scale-out level only when its system's network per node (sources.toml
+#: ``inter_node_Gbps``) is within this relative distance of the catalog node's
+NETWORK_MATCH = 0.05
+
+
+def _other_net_note(node: Any, skipped: list[str]) -> str:
+    if not skipped:
+        return ""
+    return (f"; not used, measured on another network than the catalog's "
+            f"{float(node.inter_node_bytes_per_s) * 8e-9:g} Gb/s per node: " + ", ".join(skipped))
 
 
 __all__ = ["Calibration", "Rate", "LevelComms", "KernelPoint", "calibrate", "SOURCE_KINDS"]
