@@ -80,6 +80,14 @@ ATTENTION_BY_SOURCE = (("llm-foundry/blob/main/scripts/train/benchmarking", ("fl
 #: softmax and attention-dropout activations (its section 4.2 and the 5as/h term of its eq. 1); BLOOM-176B
 #: (Megatron-DeepSpeed fork, training started 2022-03-11, its chronicles' throughput entry 2022-03-18).
 MATERIALIZED_ATTENTION_SOURCES = ("arXiv:2104.04473", "arXiv:2205.05198", "bigscience-workshop/bigscience")
+#: Sources whose pipeline-parallel runs reduced data-parallel gradients after the backward pass, not under it
+#: (Layout dp_comm_overlap off). Megatron-LM 2021-2022: train_step calls forward_backward_func, then the
+#: all-reduce (megatron/training.py at 6fd78189 2021-04-03 lines 372-380: model_module.allreduce_gradients(); at
+#: de593298 2022-05-24 lines 416-426: optimizer.reduce_model_grads); its "local" DDP, whose backward hook only
+#: accumulates into a buffer, is asserted whenever pp > 1; PyTorch DDP (which overlaps the last micro-batch's
+#: backward, the predictor's default) ran the paper's rows without pipeline parallelism (examples/sc21/
+#: run_table_1.sh, de7dc40f). Overlap came with --overlap-grad-reduce (2d5220a4, merged 2023-09-07).
+SERIAL_GRAD_REDUCE_SOURCES = ("arXiv:2104.04473", "arXiv:2205.05198")
 
 
 def attention_kernel(row: dict, cal) -> str:
@@ -222,6 +230,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         v = vi or 1
         sh = r["sharding"] or None
         rc = r["activation_checkpointing"] or None
+        tp_overlap = r["tp_comm_overlap"] == "true"  # stated by the source; empty: not stated, off
+        dp_overlap = not (any(k in r["source"] for k in SERIAL_GRAD_REDUCE_SOURCES) and (pp or 1) > 1)
         if sh == "none" and dp and dp > 1:
             sh = "ddp"
         fixed = all(x is not None for x in (tp, pp, mb, sh, rc)) and (not dp or dp * (tp or 1) * (pp or 1) == n)
@@ -240,7 +250,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 (node.kind == "tpu" and n // pp > cal.scale_up_size) or "sharding HSDP" in r["source_detail"])
             lay = Layout(dp=n // (tp * pp), tp=tp, pp=pp, interleave=v, micro_batch=mb, sharding=sh, recompute=rc,
                          sequence_parallel=(r["sequence_parallel"] == "true") or (tp > 1 and r["sequence_parallel"] == ""),
-                         precision=prec, hybrid_shard=hybrid)
+                         precision=prec, hybrid_shard=hybrid, tp_comm_overlap=tp_overlap and tp > 1,
+                         dp_comm_overlap=dp_overlap)
             if rc == "selective" and family(r["framework"]) not in KORTHIKANTI_SELECTIVE:
                 lay, how = framework_selective(spec, cal, lay, r, gb, core)
                 notes.append(f"{rid}: {r['framework'].split(' (')[0]} 'selective' -> {how}")
@@ -253,7 +264,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 modes = [shard] if shard else list(FRAMEWORK_SHARDINGS.get(fam, (None,)))
                 found = [search(spec, c, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
                                 sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, overlap_cost=0.0,
-                                top=1, interleave=vi, attention=core) for m in modes]
+                                top=1, interleave=vi, attention=core, tp_comm_overlap=tp_overlap,
+                                dp_comm_overlap=dp_overlap) for m in modes]
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)
 
             res = find(cal, sh)
@@ -445,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"dp{lay.dp} tp{lay.tp} pp{lay.pp} v{lay.interleave} mb{lay.micro_batch} {lay.sharding}"
                   f"{'(hybrid)' if lay.hybrid_shard else ''} "
                   f"{lay.recompute}{'' if lay.recompute_layers == 1 else f'@{lay.recompute_layers:.0%}'}"
-                  f"{' (searched)' if p['searched'] else ''}{'' if p['fits'] else ' NOT FIT'}"
+                  f"{' tpov' if lay.tp_comm_overlap else ''}{' (searched)' if p['searched'] else ''}{'' if p['fits'] else ' NOT FIT'}"
                   f"{'' if p['attn'] == 'flash_attn_2' else ' attn=' + p['attn']}")
     hws = sorted({p["hw"] for p in preds})
 

@@ -616,6 +616,42 @@ def test_overlap_cost_prices_the_hidden_collective_time(cat):
             step_times(s, cal, lay, global_batch=128, overlap_cost=bad)
 
 
+def test_tp_comm_overlap_hides_tp_traffic_under_the_layer_gemms(cat):
+    """With tp_comm_overlap the TP collectives run under the layer's GEMMs: exposed only beyond them (at least 5%),
+    the hidden part priced by overlap_cost; comm_total is the same traffic either way."""
+    cal = calibrate(cat.get("h100-sxm"))
+    s = preset("llama2-70b")
+    base = Layout(dp=1, tp=8, micro_batch=1, sharding="none", recompute="none", sequence_parallel=True)
+    off = step_times(s, cal, base, global_batch=8)
+    on = step_times(s, cal, replace(base, tp_comm_overlap=True), global_batch=8)
+    assert on.comm_total == pytest.approx(off.comm_total) and on.compute == off.compute
+    assert off.overlapped_comm == 0.0 and off.exposed_comm == pytest.approx(off.comm_total)
+    assert 0.05 * off.comm_total * 0.99 <= on.exposed_comm < 0.5 * off.exposed_comm
+    assert on.overlapped_comm == pytest.approx(off.comm_total - on.exposed_comm)
+    paid = step_times(s, cal, replace(base, tp_comm_overlap=True), global_batch=8, overlap_cost=1.0)
+    assert paid.total == pytest.approx(off.total)  # paying every hidden second is no overlap at all
+    # a search told the framework overlaps TP returns layouts that do
+    res = search(preset("llama2-13b"), cal, hardware="h100-sxm", accelerators=8, global_batch=8, tp=8, top=1,
+                 tp_comm_overlap=True, eta=1.0, comm_eff=1.0, overlap_cost=0.0)
+    assert res.best.layout.tp_comm_overlap and res.best.layout.to_dict()["tp_comm_overlap"] is True
+
+
+def test_serial_gradient_reduce_is_exposed(cat):
+    """dp_comm_overlap off (Megatron-LM before --overlap-grad-reduce): the DDP gradient all-reduce runs after the
+    backward pass, all of it on the critical path."""
+    cal = calibrate(cat.get("a100-80gb-sxm"))
+    s = preset("llama2-7b")
+    lay = Layout(dp=64, micro_batch=1, sharding="ddp", recompute="none")
+    on = step_times(s, cal, lay, global_batch=64)
+    off = step_times(s, cal, replace(lay, dp_comm_overlap=False), global_batch=64)
+    assert off.comm_total == pytest.approx(on.comm_total)
+    assert off.exposed_comm == pytest.approx(off.comm_total) and off.overlapped_comm == 0.0
+    assert on.overlapped_comm > 0.25 * on.comm_total
+    assert on.exposed_comm + on.overlapped_comm == pytest.approx(off.exposed_comm)
+    with pytest.raises(ModelInputError, match="layout.dp_comm_overlap"):
+        Layout(dp=2, dp_comm_overlap="no")
+
+
 def test_the_fitted_overlap_cost_reaches_predictions(tmp_path, cat):
     """A validation file's overlap_cost prices new predictions and is named in their calibration; a file written
     before it existed means ideal overlap (0)."""

@@ -17,8 +17,8 @@ CAL_README = REPO / "data" / "calibration" / "README.md"
 
 RUN_COLUMNS = ["run_id", "hardware", "accelerators", "model", "params_B", "seq_len", "global_batch", "micro_batch",
                "precision", "dp", "tp", "pp", "interleave", "sharding", "activation_checkpointing",
-               "sequence_parallel", "inter_node_Gbps", "framework", "tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu",
-               "hfu", "source", "source_detail", "year"]
+               "sequence_parallel", "tp_comm_overlap", "inter_node_Gbps", "framework", "tokens_per_s_per_accelerator",
+               "tflops_per_accelerator", "mfu", "hfu", "source", "source_detail", "year"]
 CAL_COLUMNS = ["node_id", "quantity", "value", "unit", "condition", "framework", "source", "source_detail", "as_of"]
 CAL_UNITS = {"matmul_tflops": "TFLOP/s", "memory_bw_GBps": "GB/s", "busbw_GBps": "GB/s",
              "launch_overhead_us": "us", "attention_tflops": "TFLOP/s"}
@@ -75,6 +75,7 @@ def test_training_runs_schema_and_values(runs):
         assert r["sharding"] in {"", "none", "ddp", "zero1", "shard_grad_op", "full_shard"}, rid
         assert r["activation_checkpointing"] in {"", "none", "selective", "full"}, rid
         assert r["sequence_parallel"] in {"", "true", "false"}, rid
+        assert r["tp_comm_overlap"] in {"", "true", "false"}, rid
         _num(r, "inter_node_Gbps")  # empty, or a positive per-node figure
         figures = [_num(r, c) for c in ("tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu", "hfu")]
         assert any(f is not None for f in figures), f"{rid}: no measured figure"

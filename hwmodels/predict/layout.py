@@ -37,6 +37,14 @@ class Layout:
     precision: str = "bf16"
     hybrid_shard: bool = False  # shard (zero1/2/3) inside the scale-up domain only, replicate across (HSDP,
     # FSDP HYBRID_SHARD; MaxText multi-slice: ici_fsdp x dcn_data_parallelism)
+    #: TP collectives split into chunks and pipelined with the GEMMs they feed (Transformer Engine userbuffers:
+    #: Megatron ``--tp-comm-overlap``, NeMo ``tp_comm_overlap``; PyTorch async TP in torchtitan); off, they sit on
+    #: the critical path (Shoeybi et al. 2019)
+    tp_comm_overlap: bool = False
+    #: DDP / ZeRO-1 gradient reduction bucketed and started during the last micro-batch's backward (PyTorch DDP,
+    #: DeepSpeed, Megatron-Core ``--overlap-grad-reduce``); off, it runs after the backward pass (Megatron-LM
+    #: before Megatron-Core)
+    dp_comm_overlap: bool = True
 
     def __post_init__(self) -> None:
         for f in ("dp", "tp", "pp", "interleave", "micro_batch"):
@@ -52,6 +60,9 @@ class Layout:
             raise ModelInputError(f"layout.recompute_layers: must be a number in (0, 1], got {r!r}")
         if self.precision not in PRECISIONS:
             raise choices_error("layout.precision", self.precision, PRECISIONS)
+        for f in ("sequence_parallel", "hybrid_shard", "tp_comm_overlap", "dp_comm_overlap"):
+            if not isinstance(getattr(self, f), bool):
+                raise ModelInputError(f"layout.{f}: must be true or false, got {getattr(self, f)!r}")
         if self.interleave > 1 and self.pp == 1:
             raise ModelInputError("layout.interleave: needs pp > 1")
 

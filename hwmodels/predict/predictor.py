@@ -5,10 +5,12 @@ Step model (per optimizer step, on the slowest pipeline stage)::
     t_stage   = ceil(L/pp) x layer(fwd + bwd + recompute) + head   per micro-batch, incl. TP collectives
     compute   = m x (GEMM + attention time of t_stage) / eta
     memory    = m x (memory-bound time of t_stage) / eta + optimizer step
-    exposed   = TP collectives (not overlapped: on the critical path, Shoeybi 2019)
+    exposed   = TP collectives (on the critical path, Shoeybi 2019; with ``tp_comm_overlap`` only what
+                  exceeds the layer's GEMM time, as for DP below)
                 + pipeline send/recv (2 per micro-batch and chunk boundary)
                 + DP/FSDP collectives beyond what overlaps with the compute they can hide under
-                + overlap_cost x the DP/FSDP collective time that does overlap (interference)
+                  (DDP/ZeRO-1 gradients: the last micro-batch's backward, unless ``dp_comm_overlap`` is off)
+                + overlap_cost x the collective time that does overlap (interference)
     bubble    = (pp - 1) / v x t_stage        (1F1B with v interleaved chunks: Narayanan 2021, section 2.2)
     overhead  = the calibration's fixed per-step overhead
 
@@ -76,7 +78,7 @@ class StepTimes:
     memory: MemoryEstimate
     microbatches: int
     comm_total: float = 0.0
-    overlapped_comm: float = 0.0  # DP/FSDP collective time hidden under compute (its interference is in exposed_comm)
+    overlapped_comm: float = 0.0  # collective time hidden under compute (its interference is in exposed_comm)
 
     @property
     def total(self) -> float:
@@ -160,8 +162,9 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     """The step model of the module docstring for one layout.
 
     ``eta`` divides compute and memory-bound time, ``comm_eff`` every collective's time (both 1 = the
-    calibrated rates as they are), ``overlap_cost`` the share of the hidden DP/FSDP collective time that the step
-    still pays (0 = ideal overlap); the validation fits all three per framework family.
+    calibrated rates as they are), ``overlap_cost`` the share of the hidden collective time (DP/FSDP, and TP with
+    ``layout.tp_comm_overlap``) that the step still pays (0 = ideal overlap); the validation fits all three per
+    framework family.
     """
     if not 0.0 <= overlap_cost <= 1.0:
         raise ModelInputError(f"overlap_cost: must lie in [0, 1] (0 = ideal overlap, 1 = none), got {overlap_cost!r}")
@@ -185,7 +188,12 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     cf, cb = (cf - af) / eta + af, (cb - ab) / eta + ab
     c_stage = stage_layers * (cf + cb) + (hf + hb) / eta
     m_stage = (stage_layers * (mf + mbw) + hmf + hmb) / eta
-    tp_stage = stage_layers * tpc / comm_eff
+    tp_layer = tpc / comm_eff
+    tp_exposed_layer = tp_layer
+    if layout.tp_comm_overlap and tp > 1:  # chunked and pipelined with the layer's GEMMs (not the attention core)
+        gemms = (cf - af) + (cb - ab)
+        tp_exposed_layer = max(tp_layer - cal.overlap.value * gemms, 0.05 * tp_layer)
+    tp_stage = stage_layers * tp_exposed_layer
     place = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)
     # pipeline p2p: activations t d e (/tp with the scatter/gather optimisation), fwd and bwd, per chunk boundary
     p2p = 0.0
@@ -214,7 +222,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
                             level="inter", ranks_per_node=1) / comm_eff
         bwd_last = stage_layers * (cb + mbw / eta)
         dp_total += t
-        dp_exposed += max(t - cal.overlap.value * bwd_last, 0.05 * t)
+        dp_exposed += max(t - cal.overlap.value * bwd_last, 0.05 * t) if layout.dp_comm_overlap else t
     if dps > 1:
         layer_local = spec.layer_params() / tp
         colls = O.dp_collectives(sharding=layout.sharding, local_params=local, layer_params_local=layer_local,
@@ -227,7 +235,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
                 t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dps, level=lvl,
                                     ranks_per_node=rpn) / comm_eff
                 dp_total += t
-                if c.phase == "bwd":  # bucketed, overlapped with the last micro-batch's backward
+                if c.phase == "bwd" and layout.dp_comm_overlap:  # bucketed, under the last micro-batch's backward
                     dp_exposed += max(t - ov * bwd_mb, 0.05 * t)
                 else:
                     dp_exposed += t
@@ -246,7 +254,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
                                       + max(per_unit_bwd - ov * per_layer_bwd, 0.0)) + per_unit_fwd)
             dp_exposed += m * exp_mb
             dp_total += m * stage_layers * (per_unit_fwd + per_unit_bwd)
-    hidden = max(dp_total - dp_exposed, 0.0)
+    hidden = max(dp_total - dp_exposed, 0.0) + m * stage_layers * (tp_layer - tp_exposed_layer)
     exposed = m * (tp_stage + p2p) + dp_exposed + overlap_cost * hidden
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     host = 0.0
@@ -257,7 +265,8 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
             host += m * layout.recompute_layers * stage_layers * spec.host_ops_per_layer() * cal.launch_s.value
     return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
                      overhead=cal.step_overhead_s.value + host, model_flops=model_f, hardware_flops=hw_f, memory=mem,
-                     microbatches=m, comm_total=m * (tp_stage + p2p) + dp_total, overlapped_comm=hidden)
+                     microbatches=m, comm_total=m * (stage_layers * tp_layer + p2p) + dp_total,
+                     overlapped_comm=hidden)
 
 
 # ------------------------------------------------------------------------------ errors

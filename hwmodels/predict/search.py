@@ -81,9 +81,13 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
            top: int = 5, eta: float | None = None, comm_eff: float | None = None, overlap_cost: float | None = None,
            error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
-           interleave: int | None = None) -> SearchResult:
+           interleave: int | None = None, tp_comm_overlap: bool = False, dp_comm_overlap: bool = True
+           ) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
-    attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax)."""
+    attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax);
+    ``tp_comm_overlap``: the framework pipelines TP collectives with the GEMMs (``Layout.tp_comm_overlap``; off by
+    default: not every framework does, and a new prediction does not know the framework); ``dp_comm_overlap``:
+    DDP/ZeRO-1 gradients reduced under the last backward (``Layout.dp_comm_overlap``, on by default)."""
     seq = seq_len or spec.seq_len
     gb = global_batch or default_global_batch(seq)
     fitted = framework_eta(error_path)
@@ -109,6 +113,8 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                 considered += 1
                 lay = lay0 if rc == (lay0.recompute, lay0.recompute_layers) else replace(
                     lay0, recompute=rc[0], recompute_layers=rc[1])
+                if (tp_comm_overlap and lay.tp > 1) or not dp_comm_overlap:
+                    lay = replace(lay, tp_comm_overlap=tp_comm_overlap and lay.tp > 1, dp_comm_overlap=dp_comm_overlap)
                 bound = None
                 if len(scored) >= top:
                     # compute-only lower bound per sequence: communication can only add to it
