@@ -120,8 +120,11 @@ RECOMPUTE_SHARES = (0.25, 0.5, 0.75, 1.0)
 #: Data-parallel sharding modes searched for a framework's row when its source leaves the mode out (others: every
 #: mode): Megatron-LM / NeMo replicate (DDP) or shard the optimizer state with their distributed optimizer
 #: (``--use-distributed-optimizer``, ZeRO-1-like), the default of the NeMo performance recipes; Megatron-Core's own
-#: FSDP is taken only where a source says so (the Megatron-Bridge H100 8B rows).
-FRAMEWORK_SHARDINGS = {"megatron": ("ddp", "zero1")}
+#: FSDP is taken only where a source says so (the Megatron-Bridge H100 8B rows). Megatron-DeepSpeed (Intel Gaudi,
+#: BLOOM) runs ZeRO-1 beside TP/PP: the two HabanaAI/Megatron-DeepSpeed tag 1.19.0 example commands the Gaudi rows'
+#: audits read (README.md lines 185 and 296, "ZeRO-1") and BLOOM's stated configuration; DeepSpeed's ZeRO-3 is a
+#: different engine (family deepspeed-zero3).
+FRAMEWORK_SHARDINGS = {"megatron": ("ddp", "zero1"), "deepspeed": ("zero1",)}
 
 
 def torchtitan_op_sac_share(spec) -> float:
