@@ -689,6 +689,20 @@ def test_a_curve_measured_on_another_network_does_not_calibrate_the_node(cat):
     assert "all_gather" in inter2.fits and "not used" not in inter2.label()
 
 
+def test_attention_default_is_fa2_where_native_else_the_fastest_published_kernel(cat):
+    """FlashAttention-2 prices Ampere/Hopper (its own architectures) even where a faster kernel's curve is published,
+    so they stay comparable; B200 (FA2 runs its sm80 path there) and MI300X take their fastest published kernel,
+    named in the rate's source; a node with no curve at all keeps the labelled assumption."""
+    b200, mi300x, h200, gaudi = (calibrate(cat.get(n)) for n in ("b200", "mi300x", "h200-sxm", "gaudi2"))
+    assert b200.attention_kernels()[0] == "cudnn" and "flash_attn_2" in b200.attention_kernels()
+    assert b200.attention_eff.kind == "published" and "fastest published kernel for b200" in b200.attention_eff.source
+    fa2 = b200.with_attention_kernel("flash_attn_2")
+    assert fa2.attention_time(1e12, 8192, "bf16") > 2 * b200.attention_time(1e12, 8192, "bf16")
+    assert mi300x.attention_eff.kind == "published" and mi300x.attention_kernels()[0].startswith("aiter")
+    assert h200.attention_kernels()[0] == "flash_attn_2" and "cudnn" in h200.attention_kernels()
+    assert gaudi.attention_eff.kind == "datasheet"
+
+
 def test_a_search_says_where_its_framework_factor_came_from(tmp_path, cat):
     """The search's predictions name the validation's all-frameworks factor and its per-family spread (not
     "given"), unless the caller gives one."""

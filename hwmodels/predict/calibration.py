@@ -178,8 +178,13 @@ ATTN_S_HALF = 384.0  # attention kernels lose efficiency at short sequences: FA2
 #: ``flash_attn_triton``: the Triton kernel llm-foundry's ``attn_impl: triton`` runs) are calibrated from their own
 #: published curves and selected with :meth:`Calibration.with_attention_kernel`.
 DEFAULT_ATTENTION_KERNEL = "flash_attn_2"
+#: accelerators whose own kernel FlashAttention-2 is (it is written for Ampere/Ada/Hopper SMs; on Blackwell it runs
+#: its sm80 code path at a sixth of peak, and on AMD it is a port): elsewhere the node's default attention rate is
+#: the fastest published kernel curve it has (cuDNN on B200, AITER on MI300X), named in its source
+FA2_NATIVE_NODES = ("a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm", "h200-sxm", "l40s")
 ATTENTION_KERNEL_NAMES = {"flash_attn_2": "FlashAttention-2", "flash_attn_1": "FlashAttention (v1)",
-                          "flash_attn_triton": "FlashAttention Triton"}
+                          "flash_attn_triton": "FlashAttention Triton", "cudnn": "cuDNN fused attention",
+                          "aiter_asm_fa_v3_bwd_a32": "AMD AITER asm FlashAttention v3 (fp32 dQ accumulation)"}
 LAUNCH_FLOOR_S = {"gpu": 4e-6, "tpu": 2e-6, "accelerator": 6e-6, "cpu": 2e-6}
 # per-kernel floor: CUDA launch + inter-kernel gap 2.5-5 us (NVIDIA Nsight Systems traces of small kernels; PyTorch
 # "CUDA graphs" blog 2021 quotes "a few microseconds"); TPU/XLA fused programs launch less often.
@@ -598,17 +603,25 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
             if attn is None or v > attn.value:
                 attn = Rate(value=min(v, 1.0), kind=p.origin, rel_sigma=0.1, source=f"attention record {p.where}".strip())
     attn_s_half = ATTN_S_HALF
+    default_kernel = DEFAULT_ATTENTION_KERNEL
     if attn is None and pub:
         fit = _fit_attention(pub, peak)
-        if fit is not None:
+        if fit is not None and nid in FA2_NATIVE_NODES:
             attn, attn_s_half = fit
     # other implementations' published curves (kernel=... rows), for frameworks that run them
     attn_curves = {}
     for kern in sorted({_cond(r.get("condition", "")).get("kernel", DEFAULT_ATTENTION_KERNEL) for r in pub
-                        if r.get("quantity") == "attention_tflops"} - {DEFAULT_ATTENTION_KERNEL}):
+                        if r.get("quantity") == "attention_tflops"}
+                       - ({DEFAULT_ATTENTION_KERNEL} if nid in FA2_NATIVE_NODES else set())):
         fit = _fit_attention(pub, peak, kernel=kern)
         if fit is not None:
             attn_curves[kern] = fit
+    if attn is None and attn_curves and nid not in FA2_NATIVE_NODES:
+        # FlashAttention-2 is not this architecture's own kernel: price the fastest published one, named
+        default_kernel = max(attn_curves, key=lambda k: attn_curves[k][0].value)
+        attn, attn_s_half = attn_curves.pop(default_kernel)
+        attn = replace(attn, source=f"{attn.source}; the fastest published kernel for {nid}, where FlashAttention-2 "
+                                    f"is not the architecture's own (FA2_NATIVE_NODES)")
     if attn is None and use_published and nid in ATTN_EFF:
         v, src = ATTN_EFF[nid]
         attn = Rate(value=v, kind="published", source=src, rel_sigma=0.15)
@@ -662,7 +675,8 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         scale_up_size=max(1, int(getattr(node, "scale_up_size", 0) or node.accelerators_per_node)),
         memory_capacity_bytes=node.memory_capacity_bytes,
         extra={**({"gemm_curve": gemm_curve} if gemm_curve else {}), "attention_s_half": attn_s_half,
-               **({"attention_curves": attn_curves} if attn_curves else {})},
+               **({"attention_curves": attn_curves} if attn_curves else {}),
+               **({"attention_kernel": default_kernel} if default_kernel != DEFAULT_ATTENTION_KERNEL else {})},
         elementwise_bw=elementwise,
         host_op_s=host_op, optimizer_host=tuple(opt_host), optimizer_host_source=opt_src,
     )
