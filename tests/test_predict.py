@@ -517,6 +517,25 @@ def test_validation_family_fit_shrinks_towards_all_rows_and_never_sees_the_held_
     assert math.log1p(err_moved[5]) - math.log1p(err[5]) == pytest.approx(0.7, abs=1e-9)
 
 
+def test_validation_comm_prior_keeps_the_calibrated_bandwidth_unless_the_rows_insist():
+    """fit_cost adds COMM_PRIOR x |log comm_eff| per row: where comm_eff and overlap_cost explain the rows equally
+    the fit keeps comm_eff = 1; a deficit only comm_eff explains still gets it; the score itself is untouched."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    g = np.array(V.GRID)
+    # rows indifferent between comm_eff 0.35 (with overlap_cost 0.25) and comm_eff 1 (with overlap_cost 0.75)
+    flat = np.abs(np.log(g[:, 0] / 0.9))[None, :].repeat(4, axis=0)
+    tie = np.where((np.isclose(g[:, 1], 0.35) & np.isclose(g[:, 2], 0.25))
+                   | (np.isclose(g[:, 1], 1.0) & np.isclose(g[:, 2], 0.75)), 0.0, 0.05)[None, :]
+    le = flat + tie
+    k = V.fit_eta(list(range(4)), le)
+    assert V.GRID[k][1] == 1.0 and V.GRID[k][2] == 0.75 and V.GRID[k][0] == pytest.approx(0.9, abs=0.011)
+    # rows that only comm_eff 0.18 explains (0.5 log error anywhere else) keep it
+    insist = np.where(np.isclose(g[:, 1], 0.18), 0.0, 0.5)[None, :].repeat(4, axis=0) + flat
+    assert V.GRID[V.fit_eta(list(range(4)), insist)][1] == 0.18
+    assert np.allclose(V.fit_cost(le) - np.abs(le), V.COMM_PRIOR * np.abs(np.log(g[:, 1]))[None, :])
+
+
 # ------------------------------------------------------------------------------- fp8
 def test_fp8_cast_bytes_are_hand_counted():
     """Delayed scaling (TE): 4 B per element of X and W in the forward, of G in the backward; dynamic (torchao): 6."""
