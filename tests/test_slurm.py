@@ -580,6 +580,35 @@ def test_ctrl_c_cancels_records_and_empties_the_ledger(tmp_path, monkeypatch):
     assert not slurm.Ledger(store=store, plan_name=plan.name).path.exists()
 
 
+@pytest.mark.parametrize("where", ["ledger", "poller start"])
+def test_ctrl_c_between_submission_and_polling_still_cancels_and_records(tmp_path, monkeypatch, where):
+    """A Ctrl-C that lands after sbatch queued the array but before the poll loop runs (the ledger being written,
+    the poller starting: seconds on a loaded machine) cancels the job and records the cell, as one during polling
+    does: no job runs on without a poller and no cell is left without a record."""
+    from hweval.execute import run_plan as run
+    from hweval.plan import load_plan
+
+    FakeSlurm(monkeypatch)
+    cancelled = []
+    monkeypatch.setattr(slurm.poller, "scancel", cancelled.extend)
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+
+    if where == "ledger":
+        monkeypatch.setattr(slurm.ledger.Ledger, "add", interrupt)
+    else:
+        monkeypatch.setattr(slurm.poller, "StatePoller", interrupt)
+    plan = load_plan(_plan(tmp_path, {"partition": "cpu"}))
+    store = Store(tmp_path / "store")
+    with pytest.raises(KeyboardInterrupt):
+        run(plan, store=store, out=tmp_path / "out", backend="slurm", progress=False)
+    assert cancelled == ["41"]
+    [rec] = _notebook_rows(store)
+    assert rec.status == "failed" and "hweval run interrupted" in rec.error
+    assert not slurm.Ledger(store=store, plan_name=plan.name).path.exists()
+
+
 def test_dry_run_lists_a_ledger_task_as_its_slurm_job(tmp_path, monkeypatch):
     """--dry-run reads the ledger (it does not ask Slurm or write anything): a cell submitted by a killed run
     shows as that job, not as a cell to run."""

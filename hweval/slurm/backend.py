@@ -12,7 +12,7 @@ from typing import Any
 from hwcore.errors import InputError
 from hwcore.store import Record, Store
 from hweval.slurm.ledger import Ledger
-from hweval.slurm.poller import POLL_S, RECORD_GRACE_S, record_for, wait
+from hweval.slurm.poller import POLL_S, RECORD_GRACE_S, record_for, record_interrupted, wait
 from hweval.slurm.scheduler import TaskState, require_slurm, sbatch_submit, sbatch_test, scancel
 from hweval.slurm.scripts import Group, make_groups, python_executable, render_job_script
 
@@ -88,8 +88,10 @@ def run_plan(
 
     submitted_at = datetime.now(UTC)
     notebooks_out.mkdir(parents=True, exist_ok=True)
+    adopted = dict(adopted or {})
     tasks: dict[tuple[str, int], tuple[Group, Any]] = {}
     refused: list[Record] = []
+    done: dict[str, str] = {}  # cell_id -> status, filled by wait() as outcomes land
     try:
         for g in groups:
             (g.dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -109,19 +111,22 @@ def run_plan(
                                            notebooks_out=notebooks_out, submitted_at=submitted_at)
                                for c in g.cells)
                 continue
+            for i, c in enumerate(g.cells):  # known at once: a Ctrl-C from here on cancels and records them
+                tasks[(g.job_id, i)] = (g, c)
             ledger.add(g, run_id=run_id, notebooks_out=notebooks_out, submitted_at=submitted_at)
             (g.dir / "job_id").write_text(g.job_id + "\n")
-            for i, c in enumerate(g.cells):
-                tasks[(g.job_id, i)] = (g, c)
-    except BaseException:  # clean up, then re-raise (Ctrl-C included)
+        if refused:
+            st.append(refused)
+        waited = wait(adopted | tasks, plan=plan, st=st, run_id=run_id, poll_s=poll, grace_s=grace,
+                      notebooks_out=notebooks_out, submitted_at=submitted_at, progress=progress,
+                      cell_states=cell_states, on_resolved=ledger.resolve, adopted=len(adopted), done=done)
+    except KeyboardInterrupt:
+        # wherever Ctrl-C lands once a job array is queued (sbatch returned, the ledger being written, the poller
+        # starting or polling), cancel and record what has no outcome yet
+        record_interrupted(adopted | tasks, done, plan=plan, st=st, run_id=run_id, notebooks_out=notebooks_out,
+                           submitted_at=submitted_at, on_resolved=ledger.resolve)
+        raise
+    except BaseException:  # clean up, then re-raise
         scancel([g.job_id for g in groups if g.job_id])
         raise
-    if refused:
-        st.append(refused)
-
-    statuses = {r.params["cell_id"]: r.status for r in refused}
-    adopted = dict(adopted or {})
-    statuses |= wait(adopted | tasks, plan=plan, st=st, run_id=run_id, poll_s=poll, grace_s=grace,
-                     notebooks_out=notebooks_out, submitted_at=submitted_at, progress=progress,
-                     cell_states=cell_states, on_resolved=ledger.resolve, adopted=len(adopted))
-    return statuses
+    return {r.params["cell_id"]: r.status for r in refused} | waited

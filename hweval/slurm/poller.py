@@ -63,17 +63,46 @@ def record_for(cell: Any, *, plan_name: str, run_id: str, status: str, error: st
                        slurm_job=job, slurm_state=state.state, timeout_s=cell.timeout_s)
 
 
+def record_interrupted(tasks, done, *, plan, st, run_id, notebooks_out, submitted_at, on_resolved=None) -> None:
+    """Ctrl-C: cancel every job array of ``tasks`` still queued or running, so no orphaned job writes later, and
+    record each task without an outcome in ``done`` (``{cell_id: status}``) failed, "hweval run interrupted" (the
+    poller is gone; ``--resume`` picks them up). A store that cannot be written is warned about, never raised:
+    the interrupt must propagate, and the unrecorded cells rerun on ``--resume``."""
+    scancel(sorted({k[0] for k in tasks}))
+    recs, keys = [], []
+    for k, (g, c) in tasks.items():
+        if c.cell_id not in done:
+            keys.append(k)
+            recs.append(record_for(c, plan_name=plan.name, run_id=g.run_id or run_id, status="failed",
+                                   error=f"slurm job {k[0]}_{k[1]} cancelled: hweval run interrupted",
+                                   job=f"{k[0]}_{k[1]}", state=TaskState(state="CANCELLED", source="hweval"),
+                                   notebooks_out=g.notebooks_out or notebooks_out,
+                                   submitted_at=g.submitted_at or submitted_at))
+    try:
+        if recs:
+            st.append(recs)
+        if on_resolved is not None and keys:
+            on_resolved(keys)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        warnings.warn(f"could not record the {len(recs)} cancelled cell(s) ({type(exc).__name__}: {exc}); "
+                      "--resume runs them again", RuntimeWarning, stacklevel=2)
+
+
 def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_at, progress, cell_states,
-         on_resolved=None, adopted=0):
+         on_resolved=None, adopted=0, done=None):
     """Poll ``tasks`` (``{(job_id, index): (Group, cell)}``) until each has its outcome in the store.
 
     A group with its own ``run_id`` / ``notebooks_out`` / ``submitted_at`` (a job
     array of an earlier, killed run: :mod:`hweval.slurm.ledger`) is checked and
     recorded under those. ``on_resolved(keys)`` is called after each poll with
-    the tasks whose outcome is now stored. Returns ``{cell_id: status}``.
+    the tasks whose outcome is now stored. Returns ``{cell_id: status}``, filled
+    into ``done`` as outcomes arrive when the caller passes one (so that on
+    Ctrl-C, whenever it lands, the caller knows what is left to record:
+    :func:`record_interrupted`).
     """
+    statuses: dict[str, str] = done if done is not None else {}
     if not tasks:
-        return {}
+        return statuses
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -90,7 +119,6 @@ def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_a
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.fields[info]}"), console=console, disable=not progress,
     )
-    statuses: dict[str, str] = {}
     finished_at: dict[tuple[str, int], float] = {}  # when the task's final state was first seen
     final: dict[tuple[str, int], TaskState] = {}
     missing_polls: dict[tuple[str, int], int] = {}
@@ -166,25 +194,9 @@ def wait(tasks, *, plan, st, run_id, poll_s, grace_s, notebooks_out, submitted_a
                 if len(statuses) < len(tasks):
                     time.sleep(poll_s)
     except KeyboardInterrupt:
-        # cancel what is still queued or running so no orphaned job writes later; the poller is gone,
-        # so record them here (the resume picks them up)
-        scancel(job_ids)
-        recs, keys = [], []
-        for k, (g, c) in tasks.items():
-            if c.cell_id not in statuses:
-                keys.append(k)
-                recs.append(record_for(c, plan_name=plan.name, run_id=g.run_id or run_id, status="failed",
-                                        error=f"slurm job {k[0]}_{k[1]} cancelled: hweval run interrupted",
-                                        job=f"{k[0]}_{k[1]}", state=TaskState(state="CANCELLED", source="hweval"),
-                                        notebooks_out=g.notebooks_out or notebooks_out,
-                                        submitted_at=g.submitted_at or submitted_at))
-        try:
-            st.append(recs)
-            if on_resolved is not None:
-                on_resolved(keys)
-        except Exception as exc:  # noqa: BLE001 - the interrupt must propagate; unrecorded cells rerun on --resume
-            warnings.warn(f"could not record the {len(recs)} cancelled cell(s) ({type(exc).__name__}: {exc}); "
-                          "--resume runs them again", RuntimeWarning, stacklevel=2)
+        if done is None:  # a caller that passes ``done`` records the interrupt itself, wherever it lands
+            record_interrupted(tasks, statuses, plan=plan, st=st, run_id=run_id, notebooks_out=notebooks_out,
+                               submitted_at=submitted_at, on_resolved=on_resolved)
         raise
     return statuses
 
