@@ -399,6 +399,24 @@ def quantiles(errs: list[float]) -> dict:
             "max": float(a.max()), "mean_signed": float(np.mean(errs))}
 
 
+def interval_coverage(preds: list[dict], errs: np.ndarray, level: float = 0.9) -> dict:
+    """Does a new prediction's band hold what it claims? For each hardware type in turn, the band a prediction for
+    it would carry if it had never been seen: the ``level`` quantile of |error| over the other hardware's rows
+    (``errs``: the framework-unknown leave-one-hardware-out errors, what new predictions are scored by), applied as
+    the predictor applies it, [pred / (1 + rel), pred x (1 + rel)]; the share of this hardware's rows inside.
+    The calibration's own term, which only widens the predictor's band, is left out."""
+    hw = np.array([p["hw"] for p in preds], dtype=object)
+    le = np.abs(np.log1p(errs))
+    per, inside = {}, 0
+    for h in dict.fromkeys(hw):
+        rel = float(np.quantile(np.abs(errs[hw != h]), level))
+        cov = le[hw == h] <= math.log1p(rel)
+        inside += int(cov.sum())
+        per[h] = {"n": int(cov.size), "band_rel": rel, "covered": float(cov.mean())}
+    return {"level": level, "overall_covered": inside / len(preds), "per_hardware": per,
+            "method": interval_coverage.__doc__.split("\n\n")[0].replace("\n    ", " ").strip()}
+
+
 def ranking(preds: list[dict], pred_tps: np.ndarray) -> dict:
     by = defaultdict(list)
     for i, p in enumerate(preds):
@@ -517,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         "baselines": {"peak_x_0.35": {"overall": quantiles(list(b35)), "per_hardware": per_hw(b35)},
                       "peak_x_mean_published_mfu": {"overall": quantiles(list(bavg)), "per_hardware": per_hw(bavg)}},
         "ranking": rank,
+        "interval_coverage": interval_coverage(preds, loho_any),
         "memory_fit": {
             "method": "every published run ran, so its layout fits: the memory model's estimate for the row's layout "
                       "(the least-memory one when nothing with the stated fields fits) against the accelerator's "
@@ -547,6 +566,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"leave-one-source-out overall: median {lo['median']:.1%}, q90 {lo['q90']:.1%}, max {lo['max']:.1%}")
     for name, r in rank.items():
         print(f"ranking {name:28s}: {r['correct']}/{r['pairs']} pairs correct")
+    ic = report["interval_coverage"]
+    print(f"90% band of a never-seen hardware (q90 of the other hardware's framework-unknown held-out error) holds "
+          f"{ic['overall_covered']:.0%} of the rows: " + ", ".join(
+              f"{h} {v['covered']:.0%} (+-{v['band_rel']:.0%}, n={v['n']})" for h, v in ic["per_hardware"].items()))
     mf = report["memory_fit"]
     over = sorted(((m["memory_GiB"] / m["capacity_GiB"], m) for m in mf["predicted_not_to_fit"]), key=lambda x: -x[0])
     near = sum(1 for x, _ in over if x <= 1.15)

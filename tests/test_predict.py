@@ -536,6 +536,22 @@ def test_validation_comm_prior_keeps_the_calibrated_bandwidth_unless_the_rows_in
     assert np.allclose(V.fit_cost(le) - np.abs(le), V.COMM_PRIOR * np.abs(np.log(g[:, 1]))[None, :])
 
 
+def test_validation_interval_coverage_uses_only_the_other_hardware():
+    """The band a never-seen hardware would carry is the other hardware's q90, applied in log space as the
+    predictor applies it; a hardware whose errors exceed the others' is under-covered, and it says so."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    preds = [{"hw": "a"}] * 10 + [{"hw": "b"}] * 10
+    errs = np.array([0.05] * 10 + [0.5] * 10)
+    ic = V.interval_coverage(preds, errs)
+    assert ic["per_hardware"]["a"]["band_rel"] == pytest.approx(0.5) and ic["per_hardware"]["a"]["covered"] == 1.0
+    assert ic["per_hardware"]["b"]["band_rel"] == pytest.approx(0.05) and ic["per_hardware"]["b"]["covered"] == 0.0
+    assert ic["overall_covered"] == 0.5
+    # log-symmetric: -0.30 is inside a +-0.45 band (1/1.45 = 0.69 < 0.70), +0.46 is not
+    ic2 = V.interval_coverage([{"hw": "a"}, {"hw": "b"}, {"hw": "c"}], np.array([-0.30, 0.45, 0.45]))
+    assert ic2["per_hardware"]["a"]["covered"] == 1.0
+
+
 # ------------------------------------------------------------------------------- fp8
 def test_fp8_cast_bytes_are_hand_counted():
     """Delayed scaling (TE): 4 B per element of X and W in the forward, of G in the backward; dynamic (torchao): 6."""
