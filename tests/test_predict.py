@@ -378,7 +378,11 @@ def test_interval_prefers_the_framework_unknown_error(tmp_path, a100):
                                                  "overall": {"q90": 0.4}}}))
     assert held_out_error("a100-80gb-sxm", p)[0] == pytest.approx(0.2)
     rel, how = held_out_error("mi300x", p)
-    assert rel == pytest.approx(0.4) and "framework unknown" in how
+    assert rel == pytest.approx(0.4) and "framework unknown" in how and "held" not in how.split("rows")[-1]
+    p.write_text(json.dumps({"leave_one_hardware_out_any_framework": {"overall": {"q90": 0.4}},
+                             "interval_coverage": {"overall_covered": 0.86}}))
+    held_out_error.__globals__["_errors"].cache_clear()
+    assert "held 86% of that hardware's published rows" in held_out_error("mi300x", p)[1]
 
 
 def test_measured_gemm_sweep_sets_the_shape_curve(cat):

@@ -306,8 +306,11 @@ def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]
         return float(hw[key]), f"{what}, held-out |error| {key} for {hardware} ({ERROR_FILE.name})"
     ov = loho.get("overall") or e.get("cross_validation", {}).get("overall")
     if ov and key in ov:
+        cov = e.get("interval_coverage", {}).get("overall_covered")
+        held = (f"; in the validation such a band, for a hardware type it had not seen, held {cov:.0%} of that "
+                f"hardware's published rows (interval_coverage)") if isinstance(cov, (int, float)) else ""
         return float(ov[key]), f"overall {what}, held-out |error| {key} ({ERROR_FILE.name}); " \
-                               f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows"
+                               f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows{held}"
     return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
 
 
