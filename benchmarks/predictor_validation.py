@@ -492,7 +492,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"dp{lay.dp} tp{lay.tp} pp{lay.pp} v{lay.interleave} mb{lay.micro_batch} {lay.sharding}"
                   f"{'(hybrid)' if lay.hybrid_shard else ''} "
                   f"{lay.recompute}{'' if lay.recompute_layers == 1 else f'@{lay.recompute_layers:.0%}'}"
-                  f"{' tpov' if lay.tp_comm_overlap else ''}{' (searched)' if p['searched'] else ''}{'' if p['fits'] else ' NOT FIT'}"
+                  f"{' tpov' if lay.tp_comm_overlap else ''}{' (searched)' if p['searched'] else ''}"
+                  f"{'' if p['fits'] else ' NOT FIT'}"
                   f"{'' if p['attn'] == 'flash_attn_2' else ' attn=' + p['attn']}")
     hws = sorted({p["hw"] for p in preds})
 
@@ -548,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"rows used {len(preds)}, skipped {len(skipped)}; (eta, comm_eff, overlap_cost) on all rows {GRID[k_all]}")
     for fam, v in fam_eta.items():
-        print(f"  family {fam:14s} eta {v['eta']:.2f} comm_eff {v['comm_eff']:.2f} gamma {v['overlap_cost']:.2f} ({v['rows']} rows)")
+        print(f"  family {fam:14s} eta {v['eta']:.2f} comm_eff {v['comm_eff']:.2f} overlap_cost "
+              f"{v['overlap_cost']:.2f} ({v['rows']} rows)")
     print(f"{'hardware':16s} {'n':>4s} | {'LOO med':>8s} {'LOO max':>8s} | {'LOHO med':>8s} {'LOHO max':>8s} | "
           f"{'x0.35 med':>9s} {'x0.35 max':>9s} | {'avgMFU med':>10s} {'avgMFU max':>10s}")
     for hw in hws + ["overall"]:

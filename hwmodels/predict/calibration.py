@@ -943,7 +943,8 @@ def _comms(node: Any, pts: list[KernelPoint], pub: list[dict[str, str]], use_pub
                    f"busbw curve for {node.id}; catalog links, intra {bi / 1e9:.0f} GB/s busbw "
                    f"({link.intra_efficiency:.2f} x {link.intra_bytes_per_s / 1e9:.0f} GB/s/dir), inter "
                    f"{bn / 1e9:.1f} GB/s per accelerator ({link.inter_efficiency:.2f} x NIC), "
-                   f"+/-{LINK_MODEL_REL_ERROR:.0%} band" + (_other_net_note(node, other_net) if level == "inter" else ""))
+                   f"+/-{LINK_MODEL_REL_ERROR:.0%} band"
+                   + (_other_net_note(node, other_net) if level == "inter" else ""))
     return out
 
 

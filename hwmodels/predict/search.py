@@ -145,7 +145,8 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     scored.sort(key=lambda x: x[0])
     preds = [make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
                              seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
-                             pricing=pricing, eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, error_path=error_path, times=st,
+                             pricing=pricing, eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost,
+                             error_path=error_path, times=st,
                              min_billed_hours=min_billed_hours, attention=attention)
              for _, lay, st in scored[:top]]
     return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
