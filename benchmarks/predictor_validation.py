@@ -114,6 +114,10 @@ def attention_core(row: dict) -> str:
 #: torchtitan: op-level SAC recomputes every other matmul, layer-level SAC every n-th block), priced as full
 #: recomputation of a share of the layers.
 KORTHIKANTI_SELECTIVE = ("megatron", "maxtext")
+#: Of those, the frameworks whose selective recomputation keeps only the matmul outputs in memory (Layout
+#: ``selective_saves="dots"``, ``hwmodels.predict.memory``): MaxText's ``minimal`` policy saves the projections'
+#: outputs and recomputes norms, activations and the attention core, about half of Korthikanti et al.'s tensors.
+DOTS_SELECTIVE = ("maxtext",)
 RECOMPUTE_SHARES = (0.25, 0.5, 0.75, 1.0)
 
 
@@ -254,7 +258,9 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
             lay = Layout(dp=n // (tp * pp), tp=tp, pp=pp, interleave=v, micro_batch=mb, sharding=sh, recompute=rc,
                          sequence_parallel=(r["sequence_parallel"] == "true") or (tp > 1 and r["sequence_parallel"] == ""),
                          precision=prec, hybrid_shard=hybrid, tp_comm_overlap=tp_overlap and tp > 1,
-                         dp_comm_overlap=dp_overlap)
+                         dp_comm_overlap=dp_overlap,
+                         selective_saves="dots" if rc == "selective" and family(r["framework"]) in DOTS_SELECTIVE
+                         else "korthikanti")
             if rc == "selective" and family(r["framework"]) not in KORTHIKANTI_SELECTIVE:
                 lay, how = framework_selective(spec, cal, lay, r, gb, core)
                 notes.append(f"{rid}: {r['framework'].split(' (')[0]} 'selective' -> {how}")

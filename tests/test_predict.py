@@ -556,6 +556,28 @@ def test_validation_interval_coverage_uses_only_the_other_hardware():
     assert ic2["per_hardware"]["a"]["covered"] == 1.0
 
 
+def test_selective_that_keeps_only_matmul_outputs():
+    """selective_saves="dots" (MaxText remat_policy=minimal): 2 bytes x (q + 2 d_kv + f) per token split over TP,
+    2 bytes x 3 h (attention output projection, MLP output, layer input) split only with SP; below Korthikanti's
+    selective; wired through Layout and the memory estimate."""
+    spec = parse_spec("d_model=1024,n_layers=4,n_heads=8,vocab=1000,ffn_dim=4096")
+    kw = dict(micro_batch=2, seq_len=128, tp=2, recompute="selective")
+    assert activation_bytes_per_layer(spec, sp=True, saves="dots", **kw) == (14336 / 2 + 6144 / 2) * 256
+    assert activation_bytes_per_layer(spec, sp=False, saves="dots", **kw) == (14336 / 2 + 6144) * 256
+    assert activation_bytes_per_layer(spec, sp=True, saves="dots", **kw) < activation_bytes_per_layer(spec, sp=True,
+                                                                                                      **kw)
+    glu = parse_spec("d_model=1024,n_layers=4,n_heads=8,vocab=1000,ffn_dim=4096,glu=true")
+    assert activation_bytes_per_layer(glu, sp=True, saves="dots", **kw) == (2 * (3072 + 8192) / 2 + 3072) * 256
+    base = Layout(dp=1, tp=2, micro_batch=2, sharding="none", recompute="selective", sequence_parallel=True)
+    cal = calibrate(default_catalog().get("tpu-v5p"))
+    m_k = step_times(spec, cal, base, global_batch=2, seq_len=128, memory_only=True).memory
+    m_d = step_times(spec, cal, replace(base, selective_saves="dots"), global_batch=2, seq_len=128,
+                     memory_only=True).memory
+    assert m_d.activations < m_k.activations and m_d.weights == m_k.weights
+    with pytest.raises(ModelInputError, match="layout.selective_saves"):
+        Layout(dp=1, selective_saves="some")
+
+
 # ------------------------------------------------------------------------------- fp8
 def test_fp8_cast_bytes_are_hand_counted():
     """Delayed scaling (TE): 4 B per element of X and W in the forward, of G in the backward; dynamic (torchao): 6."""

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 from hwmodels.dtypes import PREDICT_PRECISIONS as PRECISIONS
 from hwmodels.errors import ModelInputError, choices_error
-from hwmodels.predict.memory import RECOMPUTE, SHARDINGS
+from hwmodels.predict.memory import RECOMPUTE, SELECTIVE_SAVES, SHARDINGS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +45,9 @@ class Layout:
     #: DeepSpeed, Megatron-Core ``--overlap-grad-reduce``); off, it runs after the backward pass (Megatron-LM
     #: before Megatron-Core)
     dp_comm_overlap: bool = True
+    #: what ``selective`` recomputation keeps (memory.SELECTIVE_SAVES): Korthikanti et al.'s, or only the matmul
+    #: outputs (JAX ``checkpoint_dots_with_no_batch_dims``, MaxText ``remat_policy=minimal``)
+    selective_saves: str = "korthikanti"
 
     def __post_init__(self) -> None:
         for f in ("dp", "tp", "pp", "interleave", "micro_batch"):
@@ -63,6 +66,8 @@ class Layout:
         for f in ("sequence_parallel", "hybrid_shard", "tp_comm_overlap", "dp_comm_overlap"):
             if not isinstance(getattr(self, f), bool):
                 raise ModelInputError(f"layout.{f}: must be true or false, got {getattr(self, f)!r}")
+        if self.selective_saves not in SELECTIVE_SAVES:
+            raise choices_error("layout.selective_saves", self.selective_saves, SELECTIVE_SAVES)
         if self.interleave > 1 and self.pp == 1:
             raise ModelInputError("layout.interleave: needs pp > 1")
 

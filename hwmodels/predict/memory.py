@@ -24,6 +24,14 @@ section 4, 16-bit activations, dropout masks 1 byte), for ``s`` tokens,
     selective recompute        the 5 a s / h term is dropped (also when attention is fused/flash)
     full recompute             2 s b h per layer (/ t with SP)
 
+Selective recomputation that saves only the matmul outputs (``selective_saves
+= "dots"``: JAX's ``checkpoint_dots_with_no_batch_dims``, MaxText's
+``remat_policy=minimal``) keeps, per token, the Q, K, V projections
+(``q + 2 d_kv``), the MLP input projections (``f``, ``2 f`` with a gate), split
+over TP ranks, and the attention output projection, the MLP output and the
+layer's input (``3 h``), split only with SP; 2 bytes each. Norms, activations,
+dropout and the attention core are recomputed from them.
+
 generalised to GQA and other MLP widths by counting the same stored tensors:
 attention 7 sbh + 4 sb d_kv (+ 5 a s^2 b), MLP 3 sbh + 4 sb f (GELU) or
 3 sbh + 6 sb f (SwiGLU: gate, up and their product), norms 4 sbh; of these the
@@ -52,6 +60,8 @@ from hwmodels.predict.spec import ModelSpec
 GiB = float(1 << 30)
 SHARDINGS = ("none", "ddp", "zero1", "shard_grad_op", "full_shard")
 RECOMPUTE = ("none", "selective", "full")
+#: what "selective" keeps: Korthikanti et al.'s every-tensor-but-the-attention-core, or only the matmul outputs
+SELECTIVE_SAVES = ("korthikanti", "dots")
 FIXED_BUFFER_BYTES = 1.0 * GiB
 FRAGMENTATION = 0.10
 
@@ -88,12 +98,16 @@ def state_bytes_per_param(precision: str) -> tuple[float, float, float]:
 
 
 def activation_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, sp: bool = False,
-                               recompute: str = "none", flash: bool = True) -> float:
-    """Korthikanti et al. 2022 per-layer activation bytes, generalised (module docstring)."""
+                               recompute: str = "none", flash: bool = True, saves: str = "korthikanti") -> float:
+    """Korthikanti et al. 2022 per-layer activation bytes, generalised; ``saves="dots"``: selective recomputation
+    that keeps only the matmul outputs (module docstring)."""
     s, b, h, a = seq_len, micro_batch, spec.d_model, spec.n_heads
     sbh = s * b * h
     if recompute == "full":
         return 2.0 * sbh / (tp if sp else 1)
+    if recompute == "selective" and saves == "dots":
+        split = 2.0 * s * b * (spec.q_dim + 2 * spec.d_kv + (2 if spec.glu else 1) * spec.ffn_dim)
+        return split / tp + 2.0 * 3.0 * sbh / (tp if sp else 1)
     mlp = 4.0 * s * b * spec.ffn_dim if not spec.glu else 6.0 * s * b * spec.ffn_dim
     # replicated part: 4 sbh (norms) + 2 sbh (QKV input) + sbh (attn dropout mask) + 2 sbh (MLP input) + sbh (MLP mask)
     replicated = 10.0 * sbh
@@ -108,9 +122,10 @@ def activation_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: in
 
 def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding: str, dp: int, tp: int, pp: int,
              micro_batch: int, seq_len: int, recompute: str, sp: bool, flash: bool = True,
-             microbatches: int = 1, interleave: int = 1, recompute_layers: float = 1.0) -> MemoryEstimate:
+             microbatches: int = 1, interleave: int = 1, recompute_layers: float = 1.0,
+             selective_saves: str = "korthikanti") -> MemoryEstimate:
     """Bytes per accelerator (module docstring); ``recompute_layers``: the share of layers ``recompute`` applies to,
-    the others keep every activation."""
+    the others keep every activation; ``selective_saves``: what selective recomputation keeps."""
     n = spec.n_params()
     n_local = n / (tp * pp)
     w, g, o = state_bytes_per_param(precision)
@@ -126,7 +141,7 @@ def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding
         opt /= dp
         weights += 2 * w * spec.layer_params() / tp  # gathered unit + prefetched unit
     per_layer = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
-                                           recompute=recompute, flash=flash)
+                                           recompute=recompute, flash=flash, saves=selective_saves)
     if recompute_layers < 1.0 and recompute != "none":
         kept = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
                                           recompute="none", flash=flash)
@@ -159,4 +174,4 @@ def korthikanti_per_layer(s: int, b: int, h: int, a: int, t: int = 1, *, sp: boo
 
 
 __all__ = ["MemoryEstimate", "estimate", "activation_bytes_per_layer", "korthikanti_per_layer", "SHARDINGS",
-           "RECOMPUTE", "state_bytes_per_param", "GiB"]
+           "RECOMPUTE", "SELECTIVE_SAVES", "state_bytes_per_param", "GiB"]

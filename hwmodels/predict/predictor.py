@@ -153,7 +153,8 @@ def layout_memory(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_b
                     sharding=layout.sharding, dp=layout.shard_degree(cal.scale_up_size), tp=layout.tp, pp=layout.pp,
                     micro_batch=layout.micro_batch, seq_len=seq_len, recompute=layout.recompute,
                     sp=layout.sequence_parallel, flash=attention == "flash", microbatches=m,
-                    interleave=layout.interleave, recompute_layers=layout.recompute_layers)
+                    interleave=layout.interleave, recompute_layers=layout.recompute_layers,
+                    selective_saves=layout.selective_saves)
 
 
 def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
