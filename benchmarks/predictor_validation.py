@@ -243,6 +243,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
             sh = "ddp"
         fixed = all(x is not None for x in (tp, pp, mb, sh, rc)) and (not dp or dp * (tp or 1) * (pp or 1) == n)
         lay = None
+        least_mem = None
         t0 = time.perf_counter()
         if fixed:
             if n % (tp * pp):
@@ -267,6 +268,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         else:
             fam = family(r["framework"])
 
+            least: list = []  # (Layout, MemoryEstimate) with the least memory of each search that found no fit
+
             def find(c, shard):
                 """The fastest layout with the stated fields; a sharding the source leaves out is searched among
                 the modes the framework runs (FRAMEWORK_SHARDINGS)."""
@@ -275,6 +278,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                                 sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, overlap_cost=0.0,
                                 top=1, interleave=vi, attention=core, tp_comm_overlap=tp_overlap,
                                 dp_comm_overlap=dp_overlap) for m in modes]
+                least.extend(x.smallest_memory for x in found if x.best is None and x.smallest_memory)
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)
 
             res = find(cal, sh)
@@ -285,8 +289,9 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                     notes.append(f"{rid}: stated sharding {sh} does not fit; searched: {res.best.layout.sharding}")
             if res.best is None:
                 # the published run ran, the memory model says no layout with its stated fields fits: a miss of
-                # the memory model, scored below; the step time is still predicted, on the fastest layout with
-                # the stated fields when memory is not a constraint
+                # the memory model, scored below on the least-memory layout; the step time is still predicted, on
+                # the fastest layout with the stated fields when memory is not a constraint
+                least_mem = min(least, key=lambda lm: lm[1].total)[1] if least else None
                 res = find(dataclasses.replace(cal, memory_capacity_bytes=math.inf), sh)
                 if res.best is not None:
                     notes.append(f"{rid}: no layout with the stated fields fits the memory model; predicted on the "
@@ -296,6 +301,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 continue
             lay = res.best.layout
         mem = step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=core).memory
+        if not fixed and least_mem is not None:
+            mem = least_mem  # nothing with the stated fields fits: the memory model's best case is what is scored
         out.append(dict(row=r, id=rid, hw=hw, fam=family(r["framework"]), spec=spec, cal=cal, layout=lay,
                         attn=kern if core == "flash" else core, core=core,
                         gb=gb, n=n, target=target, tkind=tkind, searched=not fixed, peak=peak, fpt=fpt,
