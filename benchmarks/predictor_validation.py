@@ -331,11 +331,12 @@ def tps_grid(p: dict) -> np.ndarray:
 #: the prior a row pays COMM_PRIOR x |log comm_eff| in the fit (never in its score): a deficit the interference
 #: term cannot explain (DeepSpeed's 2021 ZeRO-3, comm-bound at a fifth of the link rate) still gets it.
 COMM_PRIOR = 0.02
+_COMM_PENALTY = COMM_PRIOR * np.abs(np.log([g[1] for g in GRID]))  # per grid point
 
 
 def fit_cost(logerr: np.ndarray) -> np.ndarray:
     """Per row and grid point, what the fits minimise: |log(pred/pub)| + COMM_PRIOR x |log comm_eff|."""
-    return np.abs(logerr) + COMM_PRIOR * np.abs(np.log([g[1] for g in GRID]))[None, :]
+    return np.abs(logerr) + _COMM_PENALTY[None, :]
 
 
 def fit_eta(idx: list[int], logerr: np.ndarray) -> int:
@@ -367,10 +368,10 @@ def fit_families(train: np.ndarray, fams: np.ndarray, absle: np.ndarray, k: floa
     return out
 
 
-def shrinkage_k(train: np.ndarray, fams: np.ndarray, logerr: np.ndarray) -> float:
+def shrinkage_k(train: np.ndarray, fams: np.ndarray, logerr: np.ndarray, cost: np.ndarray | None = None) -> float:
     """Pseudo-rows of the all-rows prior: sigma^2 / tau^2 on ``train`` (MIN_FAMILY_ROWS); all-rows fit (a very
-    large k) when fewer than two families can be fitted."""
-    own = fit_families(train, fams, fit_cost(logerr), 0.0)
+    large k) when fewer than two families can be fitted. ``cost``: ``fit_cost(logerr)`` when the caller has it."""
+    own = fit_families(train, fams, fit_cost(logerr) if cost is None else cost, 0.0)
     log_eta, res = [], []
     for f, g in own.items():
         rows = train[fams[train] == f]
@@ -396,7 +397,7 @@ def held_out(preds: list[dict], logerr: np.ndarray, split_key,
     for g in dict.fromkeys(groups):
         held = np.flatnonzero(groups == g)
         train = np.flatnonzero(groups != g)
-        k = shrinkage_k(train, fams, logerr) if by_family else 0.0
+        k = shrinkage_k(train, fams, logerr, absle) if by_family else 0.0
         ks.append(k)
         fit = fit_families(train, fams, absle, k)
         for i in held:

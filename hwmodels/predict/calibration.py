@@ -604,9 +604,9 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
                 attn = Rate(value=min(v, 1.0), kind=p.origin, rel_sigma=0.1, source=f"attention record {p.where}".strip())
     attn_s_half = ATTN_S_HALF
     default_kernel = DEFAULT_ATTENTION_KERNEL
-    if attn is None and pub:
+    if attn is None and pub and nid in FA2_NATIVE_NODES:
         fit = _fit_attention(pub, peak)
-        if fit is not None and nid in FA2_NATIVE_NODES:
+        if fit is not None:
             attn, attn_s_half = fit
     # other implementations' published curves (kernel=... rows), for frameworks that run them
     attn_curves = {}

@@ -351,6 +351,19 @@ def framework_eta(path: Path | None = None, family: str | None = None) -> Framew
     return FrameworkFactors()
 
 
+def framework_factors(*, eta: float | None = None, comm_eff: float | None = None, overlap_cost: float | None = None,
+                      path: Path | None = None) -> FrameworkFactors:
+    """The factors a prediction uses: each one given, or else the validation's all-frameworks fit
+    (:func:`framework_eta`), with ``how`` naming which."""
+    fitted = framework_eta(path)
+    given = tuple(x is not None for x in (eta, comm_eff, overlap_cost))
+    return FrameworkFactors(eta if given[0] else fitted.eta, comm_eff if given[1] else fitted.comm_eff,
+                            overlap_cost if given[2] else fitted.overlap_cost,
+                            fitted.how if not any(given) else "given" if all(given) else
+                            f"{', '.join(n for n, g in zip(('eta', 'comm_eff', 'overlap_cost'), given) if g)} "
+                            f"given; the rest {fitted.how}")
+
+
 # ------------------------------------------------------------------------------ output
 @dataclass(frozen=True, kw_only=True)
 class Prediction:
@@ -428,13 +441,7 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     seq = seq_len or spec.seq_len
     if layout.world != accelerators:
         raise ModelInputError(f"layout: dp*tp*pp = {layout.world} != accelerators ({accelerators})")
-    fitted = framework_eta(error_path)
-    given = tuple(x is not None for x in (eta, comm_eff, overlap_cost))
-    factors = FrameworkFactors(eta if given[0] else fitted.eta, comm_eff if given[1] else fitted.comm_eff,
-                               overlap_cost if given[2] else fitted.overlap_cost,
-                               fitted.how if not any(given) else "given" if all(given) else
-                               f"{', '.join(n for n, g in zip(('eta', 'comm_eff', 'overlap_cost'), given) if g)} "
-                               f"given; the rest {fitted.how}")
+    factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
     st = times or step_times(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention,
                              eta=factors.eta, comm_eff=factors.comm_eff, overlap_cost=factors.overlap_cost)
     step = st.total

@@ -23,7 +23,7 @@ from typing import Any
 from hwmodels.errors import ModelInputError
 from hwmodels.predict.calibration import Calibration, KernelPoint, calibrate
 from hwmodels.predict.layout import Layout, enumerate_layouts
-from hwmodels.predict.predictor import (Prediction, _head_cost, framework_eta, layer_cost, layout_memory,
+from hwmodels.predict.predictor import (Prediction, _head_cost, framework_factors, layer_cost, layout_memory,
                                         make_prediction, step_times)
 from hwmodels.predict.spec import ModelSpec
 
@@ -90,10 +90,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     DDP/ZeRO-1 gradients reduced under the last backward (``Layout.dp_comm_overlap``, on by default)."""
     seq = seq_len or spec.seq_len
     gb = global_batch or default_global_batch(seq)
-    fitted = framework_eta(error_path)
-    eta_v = eta if eta is not None else fitted.eta
-    comm_v = comm_eff if comm_eff is not None else fitted.comm_eff
-    ov_v = overlap_cost if overlap_cost is not None else fitted.overlap_cost
+    factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
     scored: list[tuple[float, Layout, Any]] = []
     considered = fitting = 0
     best_mem = None
@@ -108,17 +105,17 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                                   interleave=interleave):
         # base: the layouts of one (tp, pp, interleave, sharding, hybrid) in ascending micro-batch
         for lay0 in base:
+            if (tp_comm_overlap and lay0.tp > 1) or not dp_comm_overlap:
+                lay0 = replace(lay0, tp_comm_overlap=tp_comm_overlap and lay0.tp > 1, dp_comm_overlap=dp_comm_overlap)
             found = False
             for rc in rcs:
                 considered += 1
                 lay = lay0 if rc == (lay0.recompute, lay0.recompute_layers) else replace(
                     lay0, recompute=rc[0], recompute_layers=rc[1])
-                if (tp_comm_overlap and lay.tp > 1) or not dp_comm_overlap:
-                    lay = replace(lay, tp_comm_overlap=tp_comm_overlap and lay.tp > 1, dp_comm_overlap=dp_comm_overlap)
                 bound = None
                 if len(scored) >= top:
                     # compute-only lower bound per sequence: communication can only add to it
-                    bound = _lower_bound(spec, cal, lay, gb, seq, eta_v, memo, attention)
+                    bound = _lower_bound(spec, cal, lay, gb, seq, factors.eta, memo, attention)
                     if bound >= kth:
                         pruned += 1
                         found = True  # cannot tell whether it fits; larger micro-batches may still be faster
@@ -130,8 +127,8 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                     continue
                 fitting += 1
                 found = True
-                st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=eta_v, comm_eff=comm_v,
-                                overlap_cost=ov_v, attention=attention)
+                st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=factors.eta,
+                                comm_eff=factors.comm_eff, overlap_cost=factors.overlap_cost, attention=attention)
                 scored.append((st.total / (st.microbatches * lay.dp * lay.micro_batch), lay, st))
                 if len(scored) >= top:
                     scored.sort(key=lambda x: x[0])
