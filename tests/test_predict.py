@@ -729,6 +729,25 @@ def test_serial_gradient_reduce_is_exposed(cat):
         Layout(dp=2, dp_comm_overlap="no")
 
 
+def test_interleaved_chunks_give_the_gradient_reduction_a_longer_window(cat):
+    """With v interleaved chunks a stage's gradient reduction starts as each chunk's last backward ends: it hides
+    under (v-1)/v x min(pp, m) + 1/v micro-batch backward passes, not only the last one (1 without interleaving)."""
+    from hwmodels.predict.predictor import _grad_window_mbs
+
+    assert _grad_window_mbs(1, 1, 8) == 1.0 and _grad_window_mbs(4, 1, 8) == 1.0
+    assert _grad_window_mbs(4, 2, 8) == pytest.approx(0.5 * 4 + 0.5)
+    assert _grad_window_mbs(4, 12, 2) == pytest.approx(11 / 12 * 2 + 1 / 12)  # fewer micro-batches than stages
+    cal = calibrate(cat.get("h100-sxm"))
+    s = preset("llama2-70b")
+    base = Layout(dp=8, tp=8, pp=4, micro_batch=1, sharding="zero1", recompute="none", sequence_parallel=True)
+    kw = dict(global_batch=64)
+    plain, inter = step_times(s, cal, base, **kw), step_times(s, cal, replace(base, interleave=5), **kw)
+    serial = step_times(s, cal, replace(base, interleave=5, dp_comm_overlap=False), **kw)
+    # more of the same gradient reduction hidden with chunks; none when it runs after the backward
+    assert inter.overlapped_comm > plain.overlapped_comm > 0.0
+    assert serial.overlapped_comm == 0.0
+
+
 def test_the_fitted_overlap_cost_reaches_predictions(tmp_path, cat):
     """A validation file's overlap_cost prices new predictions and is named in their calibration; a file written
     before it existed means ideal overlap (0)."""

@@ -9,7 +9,8 @@ Step model (per optimizer step, on the slowest pipeline stage)::
                   exceeds the layer's GEMM time, as for DP below)
                 + pipeline send/recv (2 per micro-batch and chunk boundary)
                 + DP/FSDP collectives beyond what overlaps with the compute they can hide under
-                  (DDP/ZeRO-1 gradients: the last micro-batch's backward, unless ``dp_comm_overlap`` is off)
+                  (DDP/ZeRO-1 gradients: the last micro-batch's backward, more with interleaved pipeline
+                  chunks, unless ``dp_comm_overlap`` is off)
                 + overlap_cost x the collective time that does overlap (interference)
     bubble    = (pp - 1) / v x t_stage        (1F1B with v interleaved chunks: Narayanan 2021, section 2.2)
     overhead  = the calibration's fixed per-step overhead
@@ -157,6 +158,21 @@ def layout_memory(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_b
                     selective_saves=layout.selective_saves)
 
 
+def _grad_window_mbs(pp: int, v: int, m: int) -> float:
+    """Micro-batch backward passes of a stage that its bucketed DDP/ZeRO-1 gradient reduction can hide under.
+
+    Without interleaving a stage's gradients are complete only during its last micro-batch's backward: 1. With
+    ``v`` interleaved chunks (Narayanan et al. 2021, section 2.2) the stage's last ``g = min(pp, m)`` micro-batches
+    run their backward chunk after chunk, ``g`` passes of ``1/v`` of the stage each; a chunk's gradients are
+    complete once its last pass ends, so the reduction of the first ``v - 1`` chunks overlaps the rest of those
+    passes (Megatron-Core reduces each model chunk's buckets as that chunk finishes): ``(v-1)/v x g`` passes, plus
+    the last chunk's own ``1/v`` as without interleaving.
+    """
+    if pp <= 1 or v <= 1:
+        return 1.0
+    return (v - 1) / v * min(pp, m) + 1.0 / v
+
+
 def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
                attention: str = "flash", eta: float = 1.0, comm_eff: float = 1.0, overlap_cost: float = 0.0,
                memory_only: bool = False) -> StepTimes:
@@ -217,27 +233,27 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         lvl, rpn = placement(Layout(dp=dps, tp=tp), scale_up=cal.scale_up_size,
                              accelerators_per_node=cal.accelerators_per_node)["dp"]
     dp_exposed = dp_total = 0.0
+    bwd_mb = stage_layers * (cb + mbw / eta)
+    grad_window = bwd_mb * _grad_window_mbs(pp, v, m)  # backward time a bucketed gradient reduction can hide under
     if dps < dp:
         # replicas all-reduce their shard of the fp32 gradients once per step across domains, under the last backward
         t = collective_time(cal, kind="all_reduce", size_bytes=local / dps * O.GRAD_REDUCE_BYTES, ranks=dp // dps,
                             level="inter", ranks_per_node=1) / comm_eff
-        bwd_last = stage_layers * (cb + mbw / eta)
         dp_total += t
-        dp_exposed += max(t - cal.overlap.value * bwd_last, 0.05 * t) if layout.dp_comm_overlap else t
+        dp_exposed += max(t - cal.overlap.value * grad_window, 0.05 * t) if layout.dp_comm_overlap else t
     if dps > 1:
         layer_local = spec.layer_params() / tp
         colls = O.dp_collectives(sharding=layout.sharding, local_params=local, layer_params_local=layer_local,
                                  n_layers_local=stage_layers, microbatches=m, precision=layout.precision)
         ov = cal.overlap.value
-        bwd_mb = stage_layers * (cb + mbw / eta)
         fwd_mb = stage_layers * (cf + mf / eta)
         if layout.sharding in ("ddp", "zero1"):
             for c in colls:
                 t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dps, level=lvl,
                                     ranks_per_node=rpn) / comm_eff
                 dp_total += t
-                if c.phase == "bwd" and layout.dp_comm_overlap:  # bucketed, under the last micro-batch's backward
-                    dp_exposed += max(t - ov * bwd_mb, 0.05 * t)
+                if c.phase == "bwd" and layout.dp_comm_overlap:  # bucketed, under the last backward passes
+                    dp_exposed += max(t - ov * grad_window, 0.05 * t)
                 else:
                     dp_exposed += t
         else:
