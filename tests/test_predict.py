@@ -383,6 +383,13 @@ def test_interval_prefers_the_framework_unknown_error(tmp_path, a100):
                              "interval_coverage": {"overall_covered": 0.86}}))
     held_out_error.__globals__["_errors"].cache_clear()
     assert "held 86% of that hardware's published rows" in held_out_error("mi300x", p)[1]
+    # a calibrated band for hardware without rows, when the file has one, is preferred to the pooled q90
+    p.write_text(json.dumps({"leave_one_hardware_out_any_framework": {"overall": {"q90": 0.4}},
+                             "never_seen_band": {"level": 0.9, "quantile": 0.95, "band_rel": 0.43, "met": True,
+                                                 "coverage": {"mean_hardware_covered": 0.91}}}))
+    held_out_error.__globals__["_errors"].cache_clear()
+    rel, how = held_out_error("mi300x", p)
+    assert rel == pytest.approx(0.43) and "q95" in how and "(91%)" in how and "short" not in how
 
 
 def test_measured_gemm_sweep_sets_the_shape_curve(cat):
@@ -554,6 +561,23 @@ def test_validation_interval_coverage_uses_only_the_other_hardware():
     # log-symmetric: -0.30 is inside a +-0.45 band (1/1.45 = 0.69 < 0.70), +0.46 is not
     ic2 = V.interval_coverage([{"hw": "a"}, {"hw": "b"}, {"hw": "c"}], np.array([-0.30, 0.45, 0.45]))
     assert ic2["per_hardware"]["a"]["covered"] == 1.0
+
+
+def test_never_seen_band_widens_until_held_out_types_are_covered():
+    """The band of a hardware type without rows: the first quantile of the ladder whose leave-one-type-out band
+    holds the level on average over types; with nothing reaching it, the last one, flagged as not met."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    rng = np.random.default_rng(0)
+    # three types with different spreads: q90 of the others under-covers the widest type
+    preds = [{"hw": h} for h in "abc" for _ in range(40)]
+    errs = np.concatenate([rng.normal(0, s, 40) for s in (0.05, 0.07, 0.10)])
+    nb = V.never_seen_band(preds, errs, level=0.9)
+    assert nb["met"] and nb["coverage"]["mean_hardware_covered"] >= 0.9
+    assert nb["quantile"] > 0.9 and nb["tried"][0]["mean_hardware_covered"] < 0.9
+    assert nb["band_rel"] == pytest.approx(np.quantile(np.abs(errs), nb["quantile"]))
+    far = V.never_seen_band([{"hw": "a"}] * 10 + [{"hw": "b"}] * 10, np.array([0.01] * 10 + [2.0] * 10))
+    assert not far["met"] and far["quantile"] == V.BAND_QUANTILES[-1]
 
 
 def test_selective_that_keeps_only_matmul_outputs():

@@ -321,6 +321,16 @@ def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]
     hw = loho.get("per_hardware", {}).get(hardware)
     if hw and key in hw and hw.get("n", 0) >= MIN_ROWS_PER_HARDWARE:
         return float(hw[key]), f"{what}, held-out |error| {key} for {hardware} ({ERROR_FILE.name})"
+    band = e.get("never_seen_band") or {}
+    if isinstance(band.get("band_rel"), (int, float)) and band.get("level") == INTERVAL_LEVEL:
+        cov = band.get("coverage", {}).get("mean_hardware_covered")
+        held = f" ({cov:.0%})" if isinstance(cov, (int, float)) else ""
+        return float(band["band_rel"]), (
+            f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows: the band of a hardware type "
+            f"without validation rows (never_seen_band, {ERROR_FILE.name}): q{band['quantile'] * 100:g} of every "
+            f"row's {what} |error|, the first quantile whose band, with each hardware type held out in turn, held "
+            f"at least {INTERVAL_LEVEL:.0%} of that type's rows on average over types{held}"
+            f"{'' if band.get('met', True) else '; short of that level: no quantile tried reached it'}")
     ov = loho.get("overall") or e.get("cross_validation", {}).get("overall")
     if ov and key in ov:
         cov = e.get("interval_coverage", {}).get("overall_covered")
