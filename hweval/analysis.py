@@ -1112,6 +1112,13 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     validation = (f"predictor held-out error ({how}, {ERROR_FILE.name}): median "
                   f"{ov.get('median', float('nan')):.0%}, 90th percentile {ov.get('q90', float('nan')):.0%}"
                   if ov else "predictor validation error: not available")
+    band = err.get("never_seen_band") or {}
+    if ov and isinstance(band.get("band_rel"), (int, float)):
+        cov = (band.get("coverage") or {}).get("mean_hardware_covered")
+        validation += (f"; a hardware type without published rows carries +/-{band['band_rel']:.0%} "
+                       f"(q{band.get('quantile', 0) * 100:g}"
+                       + (f", which held {cov:.0%} of a held-out type's rows" if isinstance(cov, (int, float)) else "")
+                       + ")")
     from hwmodels.catalog import default_dir
     from hwmodels.cost import break_even_utilization
 

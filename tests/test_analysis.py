@@ -229,3 +229,15 @@ def test_disturbed_steps_are_flagged_beside_the_prediction():
     loud = A.measured_checks(node, A.Measurements(kernels=tuple(gemm), workloads=(run(2.6), run(0.5), run(0.05))))
     assert quiet[0].step_noise == pytest.approx(0.08) and not quiet[0].noisy
     assert loud[0].step_noise == pytest.approx(0.5) and loud[0].noisy
+
+
+def test_validation_line_names_the_band_of_hardware_without_rows(quick_analysis):
+    """The report's validation line gives the held-out error and, from the same file, the band a hardware type
+    without published rows carries and what it held when each type was held out."""
+    from hwmodels.predict.predictor import ERROR_FILE
+
+    band = json.loads(ERROR_FILE.read_text())["never_seen_band"]
+    v = quick_analysis.validation
+    assert v.startswith("predictor held-out error (leave-one-hardware-out, framework unknown")
+    assert f"+/-{band['band_rel']:.0%} (q{band['quantile'] * 100:g}" in v
+    assert f"held {band['coverage']['mean_hardware_covered']:.0%} of a held-out type's rows" in v
