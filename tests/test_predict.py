@@ -171,6 +171,21 @@ def test_calibration_sources_are_labelled(a100):
     assert a100.source_kinds()["collective_busbw.inter"] == "published"  # nccl-tests p4de log
 
 
+def test_published_memory_bandwidth_is_priced_with_its_corroboration(cat, tmp_path):
+    """A node's first published memory_bw_GBps row prices memory-bound time, its other rows are named beside it;
+    a node without one keeps the labelled datasheet derating; a measured STREAM record still wins."""
+    node = cat.get("mi300x")
+    cal = calibrate(node)
+    assert cal.mem_bw.kind == "published" and cal.mem_bw.value == pytest.approx(3948e9)
+    assert "0.74 of the datasheet" in cal.mem_bw.source and "other published rows: 4256 GB/s (copy)" in \
+        cal.mem_bw.source
+    g = calibrate(cat.get("gaudi2")).mem_bw
+    assert g.kind == "datasheet" and g.value == pytest.approx(cat.get("gaudi2").memory_bandwidth_bytes_per_s * 0.85)
+    pt = KernelPoint(kernel="stream_triad", params={}, metrics={"bytes_per_s": 4.2e12, "bytes": 3 * 2**30},
+                     where="run y")
+    assert calibrate(node, [pt]).mem_bw.kind == "measured"
+
+
 def test_measured_points_win(cat):
     node = cat.get("h100-sxm")
     pt = KernelPoint(kernel="gemm", params={"m": 8192, "n": 8192, "k": 8192, "dtype": "bf16"},
