@@ -282,11 +282,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)
 
             res = find(cal, sh)
-            if res.best is None and sh is not None:
-                # the stated sharding does not fit (e.g. NeMo's default distributed optimizer reported as ddp)
-                res = find(cal, None)
-                if res.best is not None:
-                    notes.append(f"{rid}: stated sharding {sh} does not fit; searched: {res.best.layout.sharding}")
+            # a stated sharding is kept even when it does not fit: that is a miss of the memory model, not a reason
+            # to price another mode (Llama 3 405B's ZeRO-2-like FSDP moved to full_shard is 2.5x slower)
             if res.best is None:
                 # the published run ran, the memory model says no layout with its stated fields fits: a miss of
                 # the memory model, scored below on the least-memory layout; the step time is still predicted, on

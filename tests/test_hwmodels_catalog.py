@@ -40,7 +40,7 @@ def test_si_conversion_on_load():
     assert h100.peak_flops_per_s("bf16", per="accelerator") == pytest.approx(989.4e12)
     assert h100.peak_flops_per_s("bf16") == pytest.approx(8 * 989.4e12)  # per node by default
     assert h100.memory_bandwidth_bytes_per_s == pytest.approx(3.35e12)
-    assert h100.memory_capacity_bytes == pytest.approx(80e9)
+    assert h100.memory_capacity_bytes == pytest.approx(81559 * 2**20)  # as nvidia-smi reports it (79.65 GiB)
     assert h100.inter_node_bytes_per_s == pytest.approx(3200e9 / 8)
     cpu = default_catalog().get("cpu-epyc-zen4-2c")
     assert cpu.memory_capacity_bytes == 8 * 2**30
