@@ -691,6 +691,29 @@ def test_recompute_of_a_share_of_the_layers_blends_memory_flops_and_time(a100):
         Layout(dp=1, recompute="full", recompute_layers=0.0)
 
 
+def test_a_searched_layout_carries_the_searchs_held_out_optimism(cat, tmp_path):
+    """A layout chosen by the search says how far searched predictions were above the published runs in the
+    validation (by_layout_source); a fixed layout, or a file without that section, says nothing of it."""
+    import json
+
+    err = tmp_path / "err.json"
+    err.write_text(json.dumps({"by_layout_source": {"stated": {"n": 10, "mean_signed": -0.01},
+                                                    "searched": {"n": 4, "mean_signed": 0.07},
+                                                    "searched_median_signed": 0.083}}))
+    node = cat.get("h100-sxm")
+    cal = calibrate(node)
+    res = search(preset("llama2-7b"), cal, hardware=node.id, accelerators=16, global_batch=64, top=2, error_path=err)
+    for p in (res.best, *res.runners_up):
+        assert any("a median +8.3% from the published throughput" in n and "4 published runs" in n for n in p.notes)
+    fixed = make_prediction(preset("llama2-7b"), cal, res.best.layout, hardware=node.id, accelerators=16,
+                            global_batch=64, error_path=err)
+    assert not any("search" in n for n in fixed.notes)
+    bare = tmp_path / "bare.json"
+    bare.write_text("{}")
+    res2 = search(preset("llama2-7b"), cal, hardware=node.id, accelerators=16, global_batch=64, error_path=bare)
+    assert not any("search" in n for n in res2.best.notes)
+
+
 def test_search_recomputes_only_the_share_of_layers_memory_needs(cat):
     """A job where no recomputation does not fit but full recomputation of every layer is not needed: the
     search returns a share of the layers, the fastest layout that fits."""

@@ -341,6 +341,21 @@ def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]
     return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
 
 
+def search_optimism(path: Path | None = None) -> str | None:
+    """What a layout chosen by the search should be read with: on the published runs whose layout the validation
+    left (in part) to the search, how far its prediction was above the published throughput (``by_layout_source``
+    of the validation file); None when the file does not say."""
+    bl = _errors(str(path or ERROR_FILE)).get("by_layout_source") or {}
+    med, s = bl.get("searched_median_signed"), bl.get("searched") or {}
+    if not isinstance(med, (int, float)) or not s.get("n"):
+        return None
+    return (f"layout chosen by the search (the model's fastest that fits): on the {s['n']} published runs whose "
+            f"layout the validation left to the search, the prediction was a median {med:+.1%} from the published "
+            f"throughput (held out, {ERROR_FILE.name} by_layout_source; positive = faster than the runs achieved), "
+            f"against {bl.get('stated', {}).get('mean_signed', float('nan')):+.1%} mean on runs priced on their "
+            "stated layout: a run on another layout is slower than this figure")
+
+
 @dataclass(frozen=True)
 class FrameworkFactors:
     """What no op model accounts for, fitted by the validation (module docstring): ``eta`` on compute and

@@ -24,7 +24,7 @@ from hwmodels.errors import ModelInputError
 from hwmodels.predict.calibration import Calibration, KernelPoint, calibrate
 from hwmodels.predict.layout import Layout, enumerate_layouts
 from hwmodels.predict.predictor import (Prediction, _head_cost, framework_factors, layer_cost, layout_memory,
-                                        make_prediction, step_times)
+                                        make_prediction, search_optimism, step_times)
 from hwmodels.predict.spec import ModelSpec
 
 #: (policy, share of layers) in the order the search tries them: least recomputation first; full recomputation
@@ -146,6 +146,9 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                              error_path=error_path, times=st,
                              min_billed_hours=min_billed_hours, attention=attention)
              for _, lay, st in scored[:top]]
+    note = search_optimism(error_path)
+    if note:
+        preds = [replace(p, notes=p.notes + (note,)) for p in preds]
     return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
                         cheapest=preds[0] if usd_per_accelerator_hour is not None else None)
 
