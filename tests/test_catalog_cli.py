@@ -48,7 +48,7 @@ def test_list_text_marks_stale_prices(capsys):
     rc, out, _ = run(capsys, "catalog", "list", "--today", TODAY)
     assert rc == 0
     row = next(line for line in out.splitlines() if line.startswith("h100-sxm"))
-    assert "$6.88 (2025-08)*" in row and "989.4 TFLOP/s" in row and "80 GB" in row
+    assert "$6.88 (2025-08)*" in row and "989.4 TFLOP/s" in row and "79.65 GiB" in row
     assert "* stale: listed more than 12 months before 2026-12-03" in out
 
 

@@ -126,6 +126,11 @@ def _money(x: float | None) -> str:
     return f"${x:,.2f}" if x >= 0.1 else f"${x:.3f}"
 
 
+def _gib(x: float | None) -> str:
+    """Memory capacity in GiB: HBM is sized in binary units and devices report it so (catalog README)."""
+    return "-" if x is None else f"{x / 2**30:,.4g} GiB"
+
+
 def _si(x: float | None, unit: str) -> str:
     if x is None:
         return "-"
@@ -162,7 +167,7 @@ def list_cmd(catalog_path, prices_path, today, as_json) -> None:
     table = [head]
     for r in rows:
         cells = [r["id"], str(r["accelerators_per_node"]), _si(r["peak_dense_bf16_flops_per_s"], "FLOP/s"),
-                 _si(r["memory_capacity_bytes"], "B")]
+                 _gib(r["memory_capacity_bytes"])]
         for m in modes:
             p = r["prices"][m]
             cells.append(f"{_money(p['usd_per_accelerator_hour'])} ({p['as_of']}){'*' if p['stale'] else ''}"
@@ -209,7 +214,7 @@ def show_cmd(node_id, catalog_path, prices_path, today, as_json) -> None:
             dv = p["derivation"]
             out(f"      derivation: {dv['units_count']:g} units x {dv['flops_per_clock_per_unit_count']:g} FLOP/clock x "
                 f"{dv['clock_hz'] / 1e9:g} GHz = {_si(dv['flops_per_s'], 'FLOP/s')} ({dv['source']})")
-    out(f"  memory per accelerator: {_si(node.memory_capacity_bytes, 'B')}, {_si(node.memory_bandwidth_bytes_per_s, 'B/s')}")
+    out(f"  memory per accelerator: {_gib(node.memory_capacity_bytes)}, {_si(node.memory_bandwidth_bytes_per_s, 'B/s')}")
     out(f"      source: {d['memory']['source']}")
     lk = d["links"]
     out(f"  scale-up: {lk['scale_up_size']} accelerators, {lk['intra_node_topology']}: {lk['intra_node_link']}")
