@@ -541,6 +541,9 @@ def main(argv: list[str] | None = None) -> int:
         srcs = sorted({p["source"] for p in preds})
         return {s: quantiles([float(errs[i]) for i, p in enumerate(preds) if p["source"] == s]) for s in srcs}
 
+    loo_by_source = {False: [], True: []}  # LOO error by whether the row's layout was left (in part) to the search
+    for i, p in enumerate(preds):
+        loo_by_source[p["searched"]].append(float(loo[i]))
     report = {
         "generated_by": "benchmarks/predictor_validation.py",
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -577,10 +580,8 @@ def main(argv: list[str] | None = None) -> int:
             "method": "leave-one-row-out error of the rows whose layout the source states in full (priced on it) and "
                       "of those with fields left to the search (the fastest layout with the stated fields, what "
                       "--layout auto does); signed mean and median say whether the search is optimistic",
-            "stated": quantiles([float(loo[i]) for i, p in enumerate(preds) if not p["searched"]]),
-            "searched": quantiles([float(loo[i]) for i, p in enumerate(preds) if p["searched"]]),
-            "searched_median_signed": float(np.median([loo[i] for i, p in enumerate(preds) if p["searched"]]))
-            if any(p["searched"] for p in preds) else None},
+            "stated": quantiles(loo_by_source[False]), "searched": quantiles(loo_by_source[True]),
+            "searched_median_signed": float(np.median(loo_by_source[True])) if loo_by_source[True] else None},
         "interval_coverage": interval_coverage(preds, loho_any),
         "never_seen_band": never_seen_band(preds, loho_any),
         "memory_fit": {

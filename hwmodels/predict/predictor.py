@@ -237,6 +237,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     grad_window = bwd_mb * _grad_window_mbs(pp, v, m)  # backward time a bucketed gradient reduction can hide under
     if dps < dp:
         # replicas all-reduce their shard of the fp32 gradients once per step across domains, under the last backward
+        # passes (grad_window)
         t = collective_time(cal, kind="all_reduce", size_bytes=local / dps * O.GRAD_REDUCE_BYTES, ranks=dp // dps,
                             level="inter", ranks_per_node=1) / comm_eff
         dp_total += t
