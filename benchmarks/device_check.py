@@ -342,7 +342,7 @@ def run_step(name: str, plan: dict[str, Any], device: str, store: str) -> dict[s
 # the parent: budgets, telemetry, records, the table
 # ---------------------------------------------------------------------------------
 def datasheet(node: Any, step: str) -> tuple[float | None, str]:
-    """The catalog figure a step compares with, read defensively (the catalog is data)."""
+    """The catalog figure of one accelerator a step compares with, read defensively (the catalog is data)."""
     if node is None or step not in DATASHEET_KEYS:
         return None, ""
     what, dtypes = DATASHEET_KEYS[step]
@@ -351,7 +351,8 @@ def datasheet(node: Any, step: str) -> tuple[float | None, str]:
             return float(node.memory_bandwidth_bytes_per_s), "HBM B/s"
         for dt in dtypes:
             if dt in getattr(node, "peaks", {}):
-                return float(node.peak_flops_per_s(dt)), f"dense {dt} FLOP/s"
+                # one device: the check runs on one accelerator (the catalog's default unit is the node)
+                return float(node.peak_flops_per_s(dt, per="accelerator")), f"dense {dt} FLOP/s"
     except Exception:  # noqa: BLE001
         return None, ""
     return None, ""

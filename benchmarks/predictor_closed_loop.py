@@ -75,6 +75,21 @@ ELEMENTWISE_KERNELS = ("layernorm", "gelu", "softmax")
 DISPATCH = ({"mode": "train"}, {"mode": "optimizer", "tensors": 4}, {"mode": "optimizer", "tensors": 16},
             {"mode": "optimizer", "tensors": 32})
 
+# -- the GPU plan (--device cuda): kernels at the sizes the GPU configs below run -----------------
+# bf16 GEMMs from 256^3 (launch-bound) to 8192^3, and the transformer's shapes at 8-32k tokens (tokens x width x
+# width, the MLP's 4x, the weight-gradient shape width x width x tokens)
+GPU_GEMM_SHAPES = ((256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
+                   (8192, 8192, 8192), (8192, 1024, 1024), (16384, 4096, 1024), (16384, 1024, 4096),
+                   (1024, 1024, 16384), (16384, 2048, 2048), (2048, 8192, 16384))
+GPU_SMOKE_GEMM_SHAPES = ((32, 32, 32), (64, 64, 64), (128, 128, 128))
+GPU_STREAM = (("stream_copy", 2**26), ("stream_triad", 2**26))  # fp32: 256 MiB per array, >> a 50-60 MB L2
+GPU_ATTENTION = ({"batch": 16, "heads": 16, "seq": 1024, "head_dim": 64, "causal": True, "dtype": "bf16"},
+                 {"batch": 8, "heads": 16, "seq": 2048, "head_dim": 128, "causal": True, "dtype": "bf16"})
+# element-wise kernels at the GPU configs' activation sizes (16k tokens x 1024), past the L2
+GPU_ELEMENTWISE = (("layernorm", {"rows": 16384, "cols": 1024, "dtype": "fp32"}),
+                   ("gelu", {"n": 2**25, "dtype": "bf16"}),
+                   ("softmax", {"rows": 16384, "cols": 1024, "dtype": "fp32"}))
+
 
 @contextlib.contextmanager
 def cpu_clock() -> Iterator[None]:
@@ -100,14 +115,8 @@ def cpu_clock() -> Iterator[None]:
         X.benchmark = orig
 
 
-def run_kernels(store: Any, *, quick: bool = False, measure_ms: float = 250.0, clock: str = "cpu"
-                ) -> list[dict[str, Any]]:
-    """Run the calibration kernels, each recorded in ``store``; returns one summary per kernel run.
-
-    ``clock="cpu"``: timed on the process CPU clock (:func:`cpu_clock`); ``"wall"``: as ``hweval bench`` does.
-    """
-    from kernels import registry as R
-
+def cpu_kernel_plan(quick: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """The calibration kernels of this CPU (fp32, the workloads' sizes)."""
     plan: list[tuple[str, dict[str, Any]]] = []
     for m, n, k in (QUICK_GEMM_SHAPES if quick else GEMM_SHAPES):
         plan.append(("gemm", {"m": m, "n": n, "k": k, "dtype": "fp32"}))
@@ -118,11 +127,52 @@ def run_kernels(store: Any, *, quick: bool = False, measure_ms: float = 250.0, c
     plan.append((LAUNCH[0], {"n": LAUNCH[1]}))
     plan.extend((n, dict(p)) for n, p in (ELEMENTWISE[1:3] if quick else ELEMENTWISE))
     plan.extend(("dispatch", dict(p)) for p in (DISPATCH[:3] if quick else DISPATCH))
+    return plan
+
+
+def gpu_kernel_plan(smoke: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """The calibration kernels of a GPU (bf16 GEMMs and attention, as the bf16-autocast workloads run them);
+    ``smoke``: the same kernels at tiny sizes (the path on a CPU; the numbers mean nothing)."""
+    plan: list[tuple[str, dict[str, Any]]] = []
+    for m, n, k in (GPU_SMOKE_GEMM_SHAPES if smoke else GPU_GEMM_SHAPES):
+        plan.append(("gemm", {"m": m, "n": n, "k": k, "dtype": "bf16"}))
+    for name, n in GPU_STREAM:
+        plan.append((name, {"n": 2**12 if smoke else n, "dtype": "fp32"}))
+    for p in GPU_ATTENTION:
+        plan.append(("attention", {**p, **({"batch": 1, "heads": 2, "seq": 64, "head_dim": 16} if smoke else {})}))
+    plan.append((LAUNCH[0], {"n": LAUNCH[1]}))
+    for name, p in GPU_ELEMENTWISE:
+        plan.append((name, {k: (min(v, 64) if smoke and isinstance(v, int) else v) for k, v in p.items()}))
+    plan.extend(("dispatch", dict(p)) for p in DISPATCH)
+    return plan
+
+
+def run_kernels(store: Any, *, quick: bool = False, measure_ms: float = 250.0, clock: str = "cpu",
+                device: str = "cpu", plan: Sequence[tuple[str, dict[str, Any]]] | None = None
+                ) -> list[dict[str, Any]]:
+    """Run the calibration kernels (``plan``, default this CPU's), each recorded in ``store``; returns one summary
+    per kernel run.
+
+    ``clock="cpu"``: timed on the process CPU clock (:func:`cpu_clock`); ``"wall"``: as ``hweval bench`` does
+    (on a GPU: CUDA events on the kernel's stream, :mod:`hwcore.timing`).
+    """
+    from kernels import registry as R
+
+    if plan is None:
+        plan = cpu_kernel_plan(quick)
+    if clock == "cpu" and not device.startswith("cpu"):
+        raise ValueError(f"clock 'cpu' times on the process CPU clock; device {device!r} needs clock='wall'")
     out = []
     with warnings.catch_warnings(), (cpu_clock() if clock == "cpu" else contextlib.nullcontext()):
         warnings.simplefilter("ignore")  # noise warnings are kept in the records (noise_ratio)
         for name, p in plan:
-            r = R.run(name, p, store=store, record=True, warmup_ms=min(50.0, measure_ms / 4), measure_ms=measure_ms)
+            try:
+                r = R.run(name, p, device=device, store=store, record=True, warmup_ms=min(50.0, measure_ms / 4),
+                          measure_ms=measure_ms)
+            except R.Unsupported as exc:  # e.g. a bf16 kernel this device has no path for: said, not fatal
+                out.append({"kernel": name, "params": p, "median_s": None, "flops_per_s": None,
+                            "bytes_per_s": None, "status": f"unsupported: {exc}"})
+                continue
             d = r.to_json()
             out.append({"kernel": name, "params": p, "median_s": d.get("median_s"),
                         "flops_per_s": d.get("flops_per_s"), "bytes_per_s": d.get("bytes_per_s"),
@@ -159,24 +209,32 @@ def kernel_points(store: Any) -> list[Any]:
     return pts
 
 
-def this_node() -> Any:
+def this_node(node_id: str | None = None, device: str = "cpu") -> Any:
+    """The catalog node these measurements are of: ``node_id`` when given, else the fingerprint's match; with no
+    match, this CPU's entry (``device`` cpu) or an error naming ``--node`` (a GPU: its rates are fractions of that
+    node's datasheet peaks, so a guess would scale every prediction)."""
     from hwcore.fingerprint import fingerprint
     from hwmodels.catalog import default_catalog, match_node
 
     cat = default_catalog()
+    if node_id:
+        return cat.get(node_id)
     node = None
     try:
         node = match_node(fingerprint(), cat)
     except Exception as exc:  # noqa: BLE001 - a fingerprint problem falls back to the named node, said below
-        print(f"note: catalog match failed ({type(exc).__name__}: {exc}); using cpu-epyc-zen4-2c", file=sys.stderr)
+        print(f"note: catalog match failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+    if node is None and not device.startswith("cpu"):
+        raise SystemExit(f"predictor_closed_loop: this {device} device matches no catalog node; name it with --node "
+                         f"(valid: {', '.join(sorted(cat.nodes))})")
     return node or cat.get("cpu-epyc-zen4-2c")
 
 
-def calibrate_here(points: Sequence[Any]) -> Any:
+def calibrate_here(points: Sequence[Any], node: Any = None) -> Any:
     """The predictor's own calibration from ``points`` only (memory-bound ops priced at STREAM bandwidth)."""
     from hwmodels.predict import calibrate
 
-    return calibrate(this_node(), list(points), use_published=False)
+    return calibrate(node if node is not None else this_node(), list(points), use_published=False)
 
 
 # -- the workloads (validation) -------------------------------------------------------------------
@@ -222,6 +280,36 @@ FIXED = {"transformer_lm": {"preset": "tiny", "vocab": 256, "mlp_ratio": 4, "cor
          "mlp_regressor": {"preset": "tiny"}, "timeseries_forecaster": {"preset": "tiny"}}
 
 
+def _lm(width: int, layers: int, heads: int, seq: int, batch: int, ckpt: bool = False) -> Config:
+    name = f"lm w{width} L{layers} s{seq} b{batch}" + (" ckpt" if ckpt else "")
+    return Config(name, "transformer_lm", {"width": width, "layers": layers, "heads": heads, "seq_len": seq,
+                                          "batch_size": batch, **({"activation_checkpointing": True} if ckpt else {})})
+
+
+# --device cuda: bf16 autocast, 8k-32k tokens per step (device-bound), one small host-bound config per workload;
+# never used for calibration (the kernels above are)
+GPU_CONFIGS = (
+    _lm(512, 4, 8, 512, 16),  # 8k tokens, 13M parameters: the host's dispatch decides
+    _lm(1024, 8, 16, 1024, 16),
+    _lm(2048, 8, 16, 1024, 8),
+    _lm(1024, 16, 16, 1024, 8),
+    _lm(1024, 8, 16, 2048, 8),
+    _lm(1024, 8, 16, 1024, 32),
+    _lm(1536, 12, 12, 1024, 16),
+    _lm(1024, 8, 16, 1024, 16, ckpt=True),
+    _lm(2048, 8, 16, 2048, 8, ckpt=True),
+    Config("mlp h4096 d4 b4096", "mlp_regressor", {"hidden": 4096, "depth": 4, "batch_size": 4096}),
+    Config("mlp h1024 d3 b1024", "mlp_regressor", {"hidden": 1024, "depth": 3, "batch_size": 1024}),
+    Config("gru h512 L2 c256 b256", "timeseries_forecaster", {"hidden": 512, "layers": 2, "context": 256,
+                                                              "batch_size": 256}),
+)
+GPU_SMOKE_CONFIGS = (_lm(64, 2, 4, 64, 4), _lm(64, 2, 4, 64, 4, ckpt=True),
+                     Config("mlp h64 d2 b64", "mlp_regressor", {"hidden": 64, "depth": 2, "batch_size": 64}))
+#: on a GPU every workload runs in bf16 autocast without a synchronize at each phase boundary (the step still ends
+#: at the loss's host sync), as a user would run it
+GPU_FIXED = {"precision": "bf16_autocast", "sync_phases": False}
+
+
 @dataclass
 class Row:
     config: Config
@@ -254,8 +342,8 @@ class Row:
                 "measured_profiled_step_s": self.measured_profiled_step_s}
 
 
-def measure(cfg: Config, *, threads: int, timed_steps: int, profile_dir: str | None
-            ) -> tuple[Any, dict[str, Any], list[float]]:
+def measure(cfg: Config, *, threads: int, timed_steps: int, profile_dir: str | None, device: str = "cpu",
+            fixed: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any], list[float]]:
     """Train ``cfg`` for warm-up + (profiled) + ``timed_steps`` steps.
 
     Returns (TrainResult, the full config dict, process CPU seconds of each timed step). The CPU
@@ -264,8 +352,9 @@ def measure(cfg: Config, *, threads: int, timed_steps: int, profile_dir: str | N
     """
     from workloads import registry, runner
 
-    raw = {**FIXED[cfg.workload], **cfg.params, "threads": threads, "eval_every": 100_000, "eval_batches": 1,
-           "stop_at_target": False, "warmup_steps": 0}
+    raw = {**FIXED[cfg.workload], **(fixed or {}), **cfg.params, "threads": threads, "eval_every": 100_000,
+           "eval_batches": 1, "stop_at_target": False, "warmup_steps": 0,
+           **({} if device == "cpu" else {"device": device})}
     profiled = 4 if profile_dir else 0  # the profiler's warm-up step + 3 active steps (workloads.profile)
     steps = runner.WARMUP_STEPS + profiled + timed_steps
     marks: list[float] = []
@@ -287,7 +376,8 @@ def predict(workload: str, config: dict[str, Any], cal: Any) -> dict[str, Any]:
 
 
 def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int, timed_steps: int,
-                profile: bool = True, log: Any = None, clock: str = "cpu") -> list[Row]:
+                profile: bool = True, log: Any = None, clock: str = "cpu", device: str = "cpu",
+                fixed: dict[str, Any] | None = None) -> list[Row]:
     """Measure each config and predict it with each calibration variant of ``cals`` (name -> Calibration).
 
     ``clock="cpu"``: the measured step is the median process CPU time per step (one thread only:
@@ -298,11 +388,18 @@ def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int
         raise ValueError(f"clock 'cpu' needs threads=1 (got {threads}): the process CPU clock of a "
                          "multi-threaded process ticks coarsely and counts spin-waits; use clock='wall'")
     rows = []
+    failed: list[dict[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-prof-") as pdir:
         for c in configs:
             t0 = time.perf_counter()
-            res, full, cpu = measure(c, threads=threads, timed_steps=timed_steps,
-                                     profile_dir=pdir if profile else None)
+            try:
+                res, full, cpu = measure(c, threads=threads, timed_steps=timed_steps,
+                                         profile_dir=pdir if profile else None, device=device, fixed=fixed)
+            except Exception as exc:  # noqa: BLE001 - one config's failure (an OOM, a kernel) is said, not fatal
+                if log:
+                    log(f"  {c.name:26s} FAILED: {type(exc).__name__}: {str(exc)[:300]}")
+                failed.append({"config": c.name, "error": f"{type(exc).__name__}: {exc}"})
+                continue
             st = res.step_time_s or {}
             preds = {}
             for v, cal in cals.items():
@@ -322,7 +419,13 @@ def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int
                 errs = ", ".join(f"{v} {row.error(v):+.1%}" for v in preds)
                 log(f"  {c.name:26s} measured {row.measured_s * 1e3:7.2f} ms {clock} ({row.measured_wall_s * 1e3:7.2f} "
                     f"wall); error {errs} ({time.perf_counter() - t0:.1f} s)")
+    if failed:
+        FAILED.extend(failed)
     return rows
+
+
+#: configs that failed in this process (name, error), for the report and the JSON
+FAILED: list[dict[str, str]] = []
 
 
 def summary(rows: Sequence[Row], variant: str, workload: str | None = None) -> dict[str, float]:
@@ -348,7 +451,9 @@ def print_report(rows: Sequence[Row], cals: dict[str, Any], kernels: Sequence[di
     from rich.table import Table
 
     con = Console(width=220)
-    kt = Table(title="calibration kernels (this machine, this run, process CPU clock; source (a) measured)")
+    clock = "process CPU clock" if meta["clock"] == "cpu" else "wall clock (CUDA events on a GPU)"
+    kt = Table(title=f"calibration kernels ({meta.get('node', 'this machine')}, {meta.get('device', 'cpu')}, this "
+                     f"run, {clock}; source (a) measured)")
     for col in ("kernel", "params", "median", "GFLOP/s", "GB/s"):
         kt.add_column(col)
     for k in kernels:
@@ -395,19 +500,20 @@ def print_report(rows: Sequence[Row], cals: dict[str, Any], kernels: Sequence[di
             f"{b} {ps[b]:.0%} vs {ms[b]:.0%}" for b in BUCKETS))
 
 
-def calibrations(points: Sequence[Any]) -> dict[str, Any]:
+def calibrations(points: Sequence[Any], node: Any = None) -> dict[str, Any]:
     """The calibration variants compared, all the predictor's own ``calibrate()`` on subsets of this run's
     kernel records, the last one the predictor as shipped: ``stream`` (element-wise and dispatch records left
     out: memory-bound ops priced at STREAM bandwidth, host cost = the launch floor per op), ``elementwise``
     (the layernorm/gelu/softmax records in: memory-bound ops at their rate; dispatch left out) and
     ``dispatch`` (every record: the host cost of each differentiable op and of the optimizer phase from the
     ``dispatch`` probes, what the predictor does whenever those records exist)."""
+    node = node if node is not None else this_node()
     no_disp = [p for p in points if p.kernel != "dispatch"]
-    out = {"stream": calibrate_here([p for p in no_disp if p.kernel not in ELEMENTWISE_KERNELS])}
+    out = {"stream": calibrate_here([p for p in no_disp if p.kernel not in ELEMENTWISE_KERNELS], node)}
     if any(p.kernel in ELEMENTWISE_KERNELS for p in points):
-        out["elementwise"] = calibrate_here(no_disp)
+        out["elementwise"] = calibrate_here(no_disp, node)
     if any(p.kernel == "dispatch" for p in points):
-        out["dispatch"] = calibrate_here(points)
+        out["dispatch"] = calibrate_here(points, node)
     return out
 
 
@@ -421,7 +527,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "bench / hweval train measure)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-config profile (breakdown)")
     ap.add_argument("--json", default=None, help="write the rows and summary here")
+    ap.add_argument("--device", default="cpu", help="cpu (this machine's plan) or cuda[:N] (the GPU plan: bf16 "
+                    "kernels and configs, wall clock with CUDA events)")
+    ap.add_argument("--node", default=None, help="catalog node id of this device (default: the fingerprint's "
+                    "match; a GPU without one must be named)")
+    ap.add_argument("--gpu-smoke", action="store_true", help="the GPU plan's path at tiny sizes on this CPU "
+                    "(wiring only; its numbers mean nothing)")
+    ap.add_argument("--measure-ms", type=float, default=250.0, help="timed milliseconds per calibration kernel")
     a = ap.parse_args(argv)
+    gpu_plan = a.gpu_smoke or not a.device.startswith("cpu")
+    if gpu_plan:
+        if a.device.startswith("cuda"):
+            import torch as _t
+            if not _t.cuda.is_available():
+                ap.error(f"--device {a.device}: no CUDA device here (torch.cuda.is_available() is False); "
+                         "use --gpu-smoke to run the GPU plan's path on the CPU")
+        elif not a.gpu_smoke:
+            ap.error(f"--device: expected cpu or cuda[:N], got {a.device!r}")
+        a.clock = "wall"
     if a.threads != 1 and a.clock == "cpu":
         ap.error("--clock cpu needs --threads 1 (a multi-threaded process's CPU clock ticks coarsely and counts "
                  "OpenMP spin-waits); use --clock wall with more threads")
@@ -434,15 +557,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "threads": a.threads,
             "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()), "torch": torch.__version__,
             "clock": a.clock}
+    node = this_node(a.node, a.device)
+    meta.update(device=a.device, node=node.id, plan="gpu-smoke" if a.gpu_smoke else ("gpu" if gpu_plan else "cpu"))
+    if a.device.startswith("cuda"):
+        meta["gpu"] = torch.cuda.get_device_name(0)
     with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-store-") as sdir:
         store = Store(sdir)
         print(f"running calibration kernels into {sdir} ...", flush=True)
-        kernels = run_kernels(store, quick=a.quick, clock=a.clock)
-        cals = calibrations(kernel_points(store))
+        plan = gpu_kernel_plan(smoke=a.gpu_smoke) if gpu_plan else None
+        kernels = run_kernels(store, quick=a.quick, clock=a.clock, device=a.device, plan=plan,
+                              measure_ms=a.measure_ms)
+        points = kernel_points(store)
+        cals = calibrations(points, node)
     t_cal = time.perf_counter() - t0
     print(f"calibrated {cals['stream'].node_id} in {t_cal:.0f} s; measuring workloads ...", flush=True)
-    rows = closed_loop(QUICK_CONFIGS if a.quick else CONFIGS, cals, threads=a.threads, timed_steps=a.timed_steps,
-                       profile=not a.no_profile, log=print, clock=a.clock)
+    configs = (GPU_SMOKE_CONFIGS if a.gpu_smoke else GPU_CONFIGS) if gpu_plan else (
+        QUICK_CONFIGS if a.quick else CONFIGS)
+    FAILED.clear()
+    rows = closed_loop(configs, cals, threads=a.threads, timed_steps=a.timed_steps,
+                       profile=not a.no_profile, log=print, clock=a.clock, device=a.device,
+                       fixed=GPU_FIXED if gpu_plan else None)
     meta["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     meta["wall_s"] = time.perf_counter() - t0
     print_report(rows, cals, kernels, meta)
@@ -450,6 +584,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.json:
         per_w = {v: {w: summary(rows, v, w) for w in sorted({r.config.workload for r in rows})} for v in cals}
         Path(a.json).write_text(json.dumps({"meta": meta, "summary": {v: summary(rows, v) for v in cals},
+                                            "failed": FAILED,
+                                            # the calibration points as read from the store (kernel, params,
+                                            # metrics): what the calibration saw, re-usable as measured records
+                                            "points": [{"kernel": q.kernel, "params": dict(q.params),
+                                                        "metrics": {m: x for m, x in q.metrics.items()
+                                                                    if m != "measurement"}}  # raw samples: no
+                                                       for q in points],
                                             "summary_per_workload": per_w,
                                             "kernels": kernels,
                                             "calibration": {v: c.sources() for v, c in cals.items()},

@@ -70,3 +70,33 @@ def test_closed_loop_on_two_tiny_configs(cl, tmp_path):
         assert r.predictions["dispatch"]["breakdown_s"]["overhead"] > r.predictions["elementwise"]["breakdown_s"]["overhead"]
     s = cl.summary(rows, "dispatch")
     assert s["n"] == 2 and s["worst_abs_error"] >= s["median_abs_error"] >= 0
+
+
+def test_gpu_plan_path_on_this_cpu(cl, tmp_path):
+    """``--gpu-smoke``: the GPU plan (bf16 kernels, bf16-autocast configs without per-phase syncs, the wall clock,
+    a named node) end to end at tiny sizes; the JSON carries the calibration points and the failed configs."""
+    import json
+
+    out = tmp_path / "gpu.json"
+    assert cl.main(["--gpu-smoke", "--node", "cpu-epyc-zen4-2c", "--timed-steps", "2", "--measure-ms", "10",
+                    "--no-profile", "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["meta"]["plan"] == "gpu-smoke" and d["meta"]["clock"] == "wall" and d["meta"]["node"] == "cpu-epyc-zen4-2c"
+    assert {k["params"].get("dtype") for k in d["kernels"] if k["kernel"] in ("gemm", "attention")} == {"bf16"}
+    assert {p["kernel"] for p in d["points"]} >= {"gemm", "attention", "launch", "dispatch"}  # tiny copies: cache
+    assert len(d["rows"]) + len(d["failed"]) == len(cl.GPU_SMOKE_CONFIGS)
+    for r in d["rows"]:
+        assert math.isfinite(r["predictions"]["dispatch"]["step_time_s"]) and r["measured_step_s"] > 0
+    assert [c.name for c in cl.GPU_CONFIGS][0] == "lm w512 L4 s512 b16" and len(cl.GPU_CONFIGS) >= 8
+
+
+def test_gpu_without_cuda_and_unknown_device_are_refused(cl, capsys):
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit) as e:
+            cl.main(["--device", "cuda", "--quick"])
+        assert e.value.code == 2 and "no CUDA device here" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cl.main(["--device", "tpu"])
+    assert e.value.code == 2 and "expected cpu or cuda" in capsys.readouterr().err

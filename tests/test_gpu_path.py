@@ -144,7 +144,8 @@ def _fake_node():
     return types.SimpleNamespace(
         peaks=peaks,
         memory_bandwidth_bytes_per_s=4.8e12,
-        peak_flops_per_s=lambda dt: {"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12}[dt],
+        peak_flops_per_s=lambda dt, per="node": {"bf16": 989.4e12, "fp16": 989.4e12, "fp8": 1978.9e12}[dt] * (
+            1 if per == "accelerator" else 8),
     )
 
 
@@ -154,6 +155,11 @@ def test_datasheet_lookup_and_table():
     assert dc.datasheet(node, "copy_d2d") == (4.8e12, "HBM B/s")
     assert dc.datasheet(None, "gemm_bf16") == (None, "")
     assert dc.datasheet(types.SimpleNamespace(peaks={}), "gemm_bf16") == (None, "")
+    # the real catalog entry: one H200's dense bf16, not the 8-GPU node's (the first GPU run printed 7915 TFLOP/s)
+    from hwmodels.catalog import default_catalog
+
+    v, _ = dc.datasheet(default_catalog().get("h200-sxm"), "gemm_bf16")
+    assert v == pytest.approx(989.4e12, rel=0.01)
     rows = [
         {"step": "gemm_bf16", "status": "ok", "achieved": 7.9e14, "unit": "FLOP/s"},
         {"step": "copy_d2d", "status": "ok", "achieved": 4.3e12, "unit": "B/s", "throttle": True},

@@ -934,3 +934,28 @@ def test_calibration_leaves_cache_resident_stream_records_out(cat):
     assert small.metrics["bytes"] < CACHE_RESIDENT_BYTES <= big.metrics["bytes"]
     assert calibrate(node, [small, big]).mem_bw.value == pytest.approx(30e9)
     assert calibrate(node, [small]).mem_bw.kind != "measured"  # nothing measured at DRAM: the next source
+
+
+def test_gpu_step_pays_host_time_only_beyond_the_device_time(cat):
+    """A GPU queues kernels while the host runs ahead: with a measured dispatch probe the step lasts the longer of
+    the device's work and the host's dispatch (a small model is host-bound); a CPU adds the host time in full."""
+    from hwmodels.predict.calibration import Rate
+    from hwmodels.predict.predictor import host_bound_overhead, predict_workload
+
+    gpu = calibrate(cat.get("h200-sxm"))
+    assert host_bound_overhead(gpu, 0.004, 0.010) == 0.0 and host_bound_overhead(gpu, 0.014, 0.010) == \
+        pytest.approx(0.004)
+    cpu = calibrate(cat.get("cpu-epyc-zen4-2c"))
+    assert cpu.serial_dispatch and host_bound_overhead(cpu, 0.004, 0.010) == 0.004
+    cfg = {"width": 256, "layers": 2, "heads": 4, "seq_len": 128, "vocab": 256, "mlp_ratio": 4, "batch_size": 8,
+           "precision": "bf16_autocast"}
+    base = predict_workload("transformer_lm", cfg, gpu, attention="flash")
+    assert gpu.host_op_s is None
+    fast = replace(gpu, host_op_s=Rate(value=1e-9, kind="measured", source="test"))
+    slow = replace(gpu, host_op_s=Rate(value=1e-3, kind="measured", source="test"))
+    assert predict_workload("transformer_lm", cfg, fast, attention="flash")["step_time_s"] == \
+        pytest.approx(base["step_time_s"])  # the host hides under the device's work
+    s = predict_workload("transformer_lm", cfg, slow, attention="flash")
+    device = sum(v for k, v in s["breakdown_s"].items() if k != "overhead")
+    assert s["step_time_s"] > base["step_time_s"] and s["breakdown_s"]["overhead"] > gpu.step_overhead_s.value
+    assert s["step_time_s"] == pytest.approx(device + s["breakdown_s"]["overhead"])

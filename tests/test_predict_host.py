@@ -92,7 +92,7 @@ def test_calibration_reads_the_dispatch_probes():
     assert calibrate(cpu, [], use_published=False).host_op_s is None
 
 
-def test_host_time_enters_the_step_on_a_cpu_only():
+def test_host_time_enters_a_cpu_step_in_full_and_a_gpu_step_beyond_its_device_work():
     cpu = default_catalog().get("cpu-epyc-zen4-2c")
     spec = from_workload("transformer_lm", {"layers": 2, "width": 64, "heads": 4, "seq_len": 64})
     lay = Layout(dp=1, micro_batch=16, sharding="none", recompute="none", precision="fp32")
@@ -111,11 +111,18 @@ def test_host_time_enters_the_step_on_a_cpu_only():
     ck = step_times(spec, cal, Layout(dp=1, micro_batch=16, sharding="none", recompute="full", precision="fp32"),
                     global_batch=16)
     assert ck.overhead - with_probe.overhead == pytest.approx(2 * 31 * 2e-6)
-    # a GPU queues kernels asynchronously: the host probes do not add to its step
+    # a GPU queues kernels asynchronously: the host's time counts only beyond the device's work, so this tiny
+    # model is host-bound there and a large one is not
     gpu = default_catalog().get("h100-sxm")
-    g1 = step_times(spec, calibrate(gpu, _points()), lay, global_batch=16)
+    gcal = calibrate(gpu, _points())
+    g1 = step_times(spec, gcal, lay, global_batch=16)
     g0 = step_times(spec, calibrate(gpu, []), lay, global_batch=16)
-    assert g1.overhead == pytest.approx(g0.overhead)
+    host = n_ops * 10e-6 + gcal.optimizer_host_time(spec.param_tensors())
+    device = g1.compute + g1.memory_bound + g1.exposed_comm + g1.bubble
+    assert host > device and g1.overhead == pytest.approx(g0.overhead + host - device)
+    big = from_workload("transformer_lm", {"layers": 8, "width": 2048, "heads": 16, "seq_len": 2048})
+    b1 = step_times(big, gcal, lay, global_batch=16)
+    assert b1.overhead == pytest.approx(step_times(big, calibrate(gpu, []), lay, global_batch=16).overhead)
 
 
 def test_generic_step_charges_the_gru_cell_ops():

@@ -96,11 +96,48 @@ def test_classify_device_time_counts_each_kernel_once():
     evs = [step, ev("aten::mm", 10, 20, parent=step, cpu=5, dev=300), opt,
            ev("aten::_foreach_add_", 810, 820, parent=opt, cpu=5, dev=100),
            ev("aten::native_layer_norm", 30, 40, parent=step, cpu=5, dev=50),
-           ev("ampere_sgemm_128x64_nn", 15, 315, dev=300, kind=DeviceType.CUDA),  # the mm's kernel, own event
            ev("aten::mm", 2000, 2010, cpu=5, dev=999)]  # outside the step range
-    b = classify(evs)
+    b = classify(evs)  # no kernel events in the trace: the ops' self device time
     assert b.time_kind == "self_device" and b.steps == 1 and b.step_s == pytest.approx(1e-3)
     assert b.per_step_s["gemm"] == pytest.approx(300e-6) and b.per_step_s["optimizer"] == pytest.approx(100e-6)
     assert b.per_step_s["memory_bound"] == pytest.approx(50e-6) and b.per_step_s["other"] == 0
     cpu = classify(evs, device=False)
     assert cpu.per_step_s["other"] == pytest.approx(50e-6) and cpu.per_step_s["gemm"] == pytest.approx(5e-6)
+
+
+def test_classify_device_kernels_counts_linked_and_unlinked_kernels():
+    """With the kernels' own events, device time comes from them: a linked kernel goes to its launching op's class,
+    an unlinked one inside a step is classed by its name and reported, kernels of ops outside the steps are left
+    out, and the classes add up to the kernels' busy time (the ops' self device time is not used)."""
+    from types import SimpleNamespace as NS
+
+    from torch.autograd import DeviceType
+
+    from workloads.profile import classify, kernel_class
+
+    def ev(name, start, end, parent=None, dev=0.0, kind=DeviceType.CPU, id=None, link=0):
+        return NS(name=name, time_range=NS(start=start, end=end), cpu_parent=parent, self_cpu_time_total=1.0,
+                  self_device_time_total=dev, device_type=kind, id=id, linked_correlation_id=link)
+
+    step = ev(STEP_RANGE, 0, 1000, id=1)
+    opt = ev("Optimizer.step#AdamW.step", 800, 900, parent=step, id=2)
+    evs = [step, opt,
+           ev("aten::addmm", 10, 20, parent=step, dev=0.0, id=3),  # its kernel was not linked: self device time 0
+           ev("aten::_foreach_mul_", 810, 820, parent=opt, dev=40, id=4),
+           ev("aten::native_layer_norm", 30, 40, parent=step, dev=50, id=5),
+           ev("aten::mm", 2000, 2010, dev=999, id=6),  # outside the step range
+           ev("multi_tensor_apply_kernel", 820, 860, kind=DeviceType.CUDA, link=4),
+           ev("vectorized_layer_norm_kernel", 40, 90, kind=DeviceType.CUDA, link=5),
+           ev("nvjet_hsh_256x128_2x1_v_bz_coopB_TNN", 25, 325, kind=DeviceType.CUDA, link=0),  # unlinked, in step
+           ev("flash_fwd_kernel", 330, 430, kind=DeviceType.CUDA, link=0),
+           ev("ampere_sgemm_128x64_nn", 2010, 3009, kind=DeviceType.CUDA, link=6),  # its op is outside the steps
+           ev("Memcpy HtoD (Pageable -> Device)", 1500, 1600, kind=DeviceType.CUDA, link=0)]  # between steps
+    b = classify(evs)
+    assert b.time_kind == "device_kernels" and b.steps == 1
+    assert b.per_step_s["gemm"] == pytest.approx(300e-6) and b.per_step_s["attention"] == pytest.approx(100e-6)
+    assert b.per_step_s["optimizer"] == pytest.approx(40e-6) and b.per_step_s["memory_bound"] == pytest.approx(50e-6)
+    assert b.per_step_s["other"] == 0 and b.total_s == pytest.approx(490e-6)
+    assert b.unlinked_s == pytest.approx(400e-6) and b.to_dict()["unlinked_s"] == pytest.approx(400e-6)
+    assert [kernel_class(n) for n in ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "sm90_xmma_gemm_bf16bf16",
+                                      "fmha_cutlassF_bf16_aligned", "elementwise_kernel", "some_kernel")] == \
+        ["communication", "gemm", "attention", "memory_bound", "other"]

@@ -87,7 +87,7 @@ def _profile_table(prof: dict[str, Any], trace: str | None) -> None:
     if "per_step_s" not in prof:
         con.print(f"profile: {prof.get('error', 'no breakdown')}")
         return
-    kind = "self device" if prof.get("time_kind") == "self_device" else "self CPU"
+    kind = {"self_device": "self device", "device_kernels": "device kernel"}.get(prof.get("time_kind"), "self CPU")
     t = Table(title=f"op classes over {prof['steps']} profiled step(s), {kind} time; profiled step "
                     f"{prof['step_s'] * 1e3:.3g} ms")
     for col in ("class", "ms / step", "fraction of step"):

@@ -265,10 +265,12 @@ class Calibration:
         return 0.0 if self.host_op_s is not None else self.launch_s.value
 
     def host_time(self, n_ops: float, n_tensors: int) -> float:
-        """Host time of one training step on a serial-dispatch node with a measured ``dispatch`` probe:
-        ``n_ops`` differentiable ops x the per-op cost + the optimizer phase for ``n_tensors`` parameter
-        tensors (linear in the tensor count between measured points, constant beyond one point). 0 elsewhere."""
-        if not self.serial_dispatch or self.host_op_s is None:
+        """Host time of one training step on a node with a measured ``dispatch`` probe: ``n_ops`` differentiable
+        ops x the per-op cost + the optimizer phase for ``n_tensors`` parameter tensors (linear in the tensor count
+        between measured points, constant beyond one point). 0 without the probe. A serial-dispatch node (CPU)
+        adds it to the step; an asynchronous one (GPU) pays only what exceeds the device's time
+        (:func:`hwmodels.predict.predictor.host_bound_overhead`)."""
+        if self.host_op_s is None:
             return 0.0
         return n_ops * self.host_op_s.value + self.optimizer_host_time(n_tensors)
 

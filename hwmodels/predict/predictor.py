@@ -276,11 +276,12 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     exposed = m * (tp_stage + p2p) + dp_exposed + overlap_cost * hidden
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     host = 0.0
-    if cal.serial_dispatch and cal.host_op_s is not None:  # eager ops run one after another on the host
+    if cal.host_op_s is not None:  # a measured dispatch probe: the host's own time per step
         fwd_ops = stage_layers * spec.host_ops_per_layer() + spec.host_ops_outside_layers()
         host = cal.host_time(m * fwd_ops, spec.param_tensors())
         if layout.recompute == "full":
             host += m * layout.recompute_layers * stage_layers * spec.host_ops_per_layer() * cal.launch_s.value
+        host = host_bound_overhead(cal, host, compute + memory + exposed + bubble)
     return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
                      overhead=cal.step_overhead_s.value + host, model_flops=model_f, hardware_flops=hw_f, memory=mem,
                      microbatches=m, comm_total=m * (stage_layers * tp_layer + p2p) + dp_total,
@@ -536,6 +537,17 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
 
 
 # ------------------------------------------------------------------ generic (CPU) workloads
+def host_bound_overhead(cal: Calibration, host_s: float, device_s: float) -> float:
+    """What the host's own time per step (``host_s``: dispatching the eager ops and the optimizer phase) adds to a
+    step whose device work takes ``device_s``. A serial-dispatch node (a CPU runs each op on the thread that
+    dispatched it) pays all of it; an asynchronous one (a GPU queues kernels while the host runs ahead, and the
+    step ends at the loss's host sync) pays only what exceeds the device's time: the step lasts the longer of the
+    two, so a small model is host-bound and a large one device-bound."""
+    if cal.serial_dispatch:
+        return host_s
+    return max(host_s - device_s, 0.0)
+
+
 def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precision: str = "fp32",
                       recompute: bool = False) -> dict[str, float]:
     """Step time of a GRU/MLP workload on one device: fwd + 2x bwd GEMMs and 3x element-wise traffic."""
@@ -557,14 +569,15 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
     opt = cal.memory_time(spec.params * 28.0, 4.0)
     n_ops = spec.host_ops()
     host = cal.host_time(n_ops, spec.param_tensors)
-    if recompute and cal.host_op_s is not None and cal.serial_dispatch:
+    if recompute and cal.host_op_s is not None:
         host += n_ops * cal.launch_s.value  # the recomputed forward dispatches its ops again
+    host = host_bound_overhead(cal, host, comp + mem + opt)
     return {"compute": comp, "memory_bound": mem + opt, "exposed_comm": 0.0, "bubble": 0.0,
             "overhead": cal.step_overhead_s.value + host}
 
 
 __all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",
-           "framework_eta", "generic_step_time", "ERROR_FILE"]
+           "framework_eta", "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
 
 
 def predict_workload(name: str, config: dict[str, Any], cal: Calibration, *, attention: str = "materialized",
