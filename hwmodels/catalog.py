@@ -695,6 +695,28 @@ def default_catalog() -> Catalog:
     return _DEFAULT
 
 
+def record_node(*, params: dict[str, Any] | None = None, fingerprint: dict[str, Any] | None = None,
+                node_id: str | None = None, device: str | None = None,
+                catalog: Catalog | None = None) -> NodeType | None:
+    """The catalog node type a stored measurement was made on, or None.
+
+    A catalog id the record names wins: ``params["catalog_node"]`` / ``params["node"]``, or a record ``node_id``
+    that is a catalog id (importers write one). Otherwise the node its fingerprint matches (:func:`match_node`;
+    a suite-run record's ``node_id`` is the fingerprint's hash, not a catalog id), and only when the record's
+    ``device`` is of that node's kind: a kernel run on the CPU of a GPU host measured the host, not the node's
+    accelerators (and a GPU run on a CPU node cannot be).
+    """
+    cat = catalog or default_catalog()
+    for nid in ((params or {}).get("catalog_node"), (params or {}).get("node"), node_id):
+        if isinstance(nid, str) and nid in cat:
+            return cat.get(nid)
+    node = match_node(dict(fingerprint or {}), cat)
+    if node is None:
+        return None
+    on_cpu = str(device or "cpu").startswith("cpu")
+    return node if on_cpu == (node.kind == "cpu") else None
+
+
 def match_node(fingerprint: dict[str, Any], catalog: Catalog | None = None) -> NodeType | None:
     """The catalog node type matching a :func:`hwcore.fingerprint.fingerprint` dict, or None.
 

@@ -134,7 +134,8 @@ def _attempts_store(path):
     st = Store(path)
 
     def k(run, cell, n, minute):
-        return KernelRecord(kernel="gemm", params={"n": n}, metrics={"median_s": 1e-3 * n}, run_id=run, plan="p",
+        return KernelRecord(kernel="gemm", params={"n": n, "catalog_node": "cpu-epyc-zen4-2c"},
+                            metrics={"median_s": 1e-3 * n}, run_id=run, plan="p",
                             notebook="01_kernels", cell_id=cell, fingerprint={"node_id": "t"},
                             started_at=t0 + timedelta(minutes=minute), finished_at=t0 + timedelta(minutes=minute)).to_record()
 
@@ -197,8 +198,36 @@ def test_predict_kernel_points_count_one_attempt_per_cell(tmp_path, monkeypatch)
     monkeypatch.delenv("HWEVAL_CELL_ID", raising=False)
     _attempts_store(tmp_path / "s")
     monkeypatch.setenv("HWEVAL_STORE", str(tmp_path / "s"))
-    got = sorted((p.where, p.params["n"]) for p in P._kernel_points("t"))
+    got = sorted((p.where, p.params["n"]) for p in P._kernel_points("cpu-epyc-zen4-2c"))
     assert got == [("(store run A)", 1), ("(store run A)", 2), ("(store run B)", 3), ("(store run B)", 4)]
+
+
+def test_predict_kernel_points_find_a_suite_run_gpu_record_by_its_fingerprint(tmp_path, monkeypatch):
+    """A kernel record the suite wrote on a GPU carries the fingerprint's hash as node_id, not a catalog id: hweval
+    predict's source (a) matches it to the catalog by its fingerprint (the H200 device check's records had never
+    been found), keeps it off the CPU node, and leaves out a kernel run on that GPU host's CPU."""
+    from hwcore.records import KernelRecord
+    from hweval.commands import predict as P
+
+    fp_gpu = {"node_id": "3ea4f507e17fd50b", "gpus": [{"name": "NVIDIA H200", "index": 0}], "cpu_model": "AMD EPYC"}
+    st = Store(tmp_path / "s")
+    st.append([KernelRecord(kernel="gemm", params={"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"},
+                            metrics={"flops_per_s": 7.1e14}, device="cuda", run_id="gpu", fingerprint=fp_gpu
+                            ).to_record(),
+               KernelRecord(kernel="stream_copy", params={"n": 2**24}, metrics={"bytes_per_s": 3e10}, device="cpu",
+                            run_id="host", fingerprint=fp_gpu).to_record(),
+               KernelRecord(kernel="stream_copy", params={"n": 2**24}, metrics={"bytes_per_s": 3e12}, device="cuda",
+                            run_id="imported", node_id="h100-sxm", fingerprint={}).to_record()])
+    monkeypatch.setenv("HWEVAL_STORE", str(tmp_path / "s"))
+    assert [(p.kernel, p.where) for p in P._kernel_points("h200-sxm")] == [("gemm", "(store run gpu)")]
+    assert [p.where for p in P._kernel_points("h100-sxm")] == ["(store run imported)"]
+    assert P._kernel_points("cpu-epyc-zen4-2c") == []
+    from hwmodels.catalog import default_catalog, record_node
+
+    cat = default_catalog()
+    assert record_node(params={"node": "b200"}, fingerprint=fp_gpu, device="cuda", catalog=cat).id == "b200"
+    assert record_node(fingerprint=fp_gpu, device="cpu", catalog=cat) is None
+    assert record_node(fingerprint=fp_gpu, device="cuda:0", catalog=cat).id == "h200-sxm"
 
 
 def test_report_says_how_many_rows_were_set_aside(tmp_path, monkeypatch):

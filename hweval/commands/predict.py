@@ -109,9 +109,19 @@ def _kernel_points(node_id: str) -> list[Any]:
     except (InputError, OSError) as exc:  # an unreadable store: no measured source, the others apply; say so
         warnings.warn(f"predict: store not read ({exc}); measured kernel rates not used", stacklevel=2)
         return []
+    from hwmodels.catalog import default_catalog, record_node
+
+    cat, seen = default_catalog(), {}
     pts = []
     for r in recs:
-        if not r.ok or (r.node_id or r.params.get("catalog_node")) != node_id:
+        if not r.ok:
+            continue
+        key = (r.node_id, r.device, r.params.get("catalog_node"), r.params.get("node"))
+        if key not in seen:  # one fingerprint match per (node, device), not one per record
+            node = record_node(params=dict(r.params), fingerprint=dict(r.fingerprint or {}), node_id=r.node_id,
+                               device=r.device, catalog=cat)
+            seen[key] = node.id if node is not None else None
+        if seen[key] != node_id:
             continue
         pts.append(KernelPoint(kernel=r.kernel, params=dict(r.params), metrics=dict(r.metrics), origin="measured",
                                where=f"(store run {r.run_id})"))
