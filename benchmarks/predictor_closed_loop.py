@@ -23,6 +23,12 @@
    the step range's own time) -> overhead.
 
 Run: ``.venv/bin/python benchmarks/predictor_closed_loop.py [--threads 1] [--quick] [--json OUT]``.
+
+On a GPU: ``--device cuda --node ID`` runs the GPU plan instead (bf16 GEMMs at 256^3..8192^3 and the configs'
+shapes, copy/triad past the L2, causal bf16 attention, element-wise kernels and the dispatch probe on the device;
+then 9 transformer_lm configs at 8k-32k tokens per step, 2 MLPs and a GRU in bf16 autocast without per-phase
+synchronization), on the wall clock (CUDA events for the kernels); ``benchmarks/device_run.sh`` is the prepared
+call. ``--gpu-smoke`` runs that plan's path at tiny sizes on a CPU (wiring only).
 The default of one thread: on this shared 2-core machine (load average 3-6)
 two OpenMP threads spend most of a small GEMM waiting at barriers for a core,
 which makes the step times swing several-fold between runs; one thread is what
