@@ -130,6 +130,13 @@ RECOMPUTE_SHARES = (0.25, 0.5, 0.75, 1.0)
 #: different engine (family deepspeed-zero3).
 FRAMEWORK_SHARDINGS = {"megatron": ("ddp", "zero1"), "deepspeed": ("zero1",)}
 
+#: Virtual pipeline stages a framework can run when its source leaves them out (others: the search's 1, 2 or 4).
+#: Megatron-DeepSpeed runs pipeline parallelism through DeepSpeed's pipeline engine, whose ``TrainSchedule`` is the
+#: plain 1F1B of ``2 * (micro_batches + stages - 1)`` steps with one model chunk per stage
+#: (deepspeed/runtime/pipe/schedule.py); HabanaAI/Megatron-DeepSpeed's scripts/run_llama.sh (commit 470cc029), the
+#: Gaudi rows' recipe, passes ``--pipeline-model-parallel-size`` with ``--deepspeed`` and no virtual-pipeline option.
+FRAMEWORK_INTERLEAVE = {"deepspeed": 1}
+
 
 def torchtitan_op_sac_share(spec) -> float:
     """Share of a layer's linear-layer FLOPs torchtitan's op-level SAC recomputes: the 2nd, 4th and 6th matmul of
@@ -276,7 +283,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 modes = [shard] if shard else list(FRAMEWORK_SHARDINGS.get(fam, (None,)))
                 found = [search(spec, c, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
                                 sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, overlap_cost=0.0,
-                                top=1, interleave=vi, attention=core, tp_comm_overlap=tp_overlap,
+                                top=1, interleave=vi or FRAMEWORK_INTERLEAVE.get(fam), attention=core,
+                                tp_comm_overlap=tp_overlap,
                                 dp_comm_overlap=dp_overlap) for m in modes]
                 least.extend(x.smallest_memory for x in found if x.best is None and x.smallest_memory)
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)
