@@ -246,6 +246,8 @@ def _classify_kernels(events: Sequence[Any], kernels: Sequence[Any], in_step: An
     for e in events:
         if _is_device_event(e) or getattr(e, "id", None) is None:
             continue
+        if getattr(e, "linked_correlation_id", 0):
+            continue  # a runtime call (cudaLaunchKernel ...): linked to its op, not an op; its id is another counter
         if in_step(e.time_range.start):
             op_class_by_id[e.id] = "other" if e.name == step_range else _event_class(e)
         else:
