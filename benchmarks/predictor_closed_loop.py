@@ -525,6 +525,48 @@ def calibrations(points: Sequence[Any], node: Any = None) -> dict[str, Any]:
     return out
 
 
+def replay(path: str | Path) -> dict[str, Any]:
+    """Re-predict a recorded closed-loop run (``--json`` output, e.g. ``data/reference/device/*_closed_loop.json``)
+    from its own calibration points with the predictor as it is now, no device needed: the rows' measured steps
+    stay as recorded, each calibration variant is rebuilt from the recorded points for the recorded node, and each
+    row's config is rebuilt from the plan's config of the same name. Returns {"rows": [...], "summary": {...}}."""
+    from hwmodels.catalog import default_catalog
+    from hwmodels.predict import KernelPoint
+    from workloads import registry, runner
+
+    d = json.loads(Path(path).read_text())
+    meta = d.get("meta") or {}
+    if not d.get("points"):
+        raise SystemExit(f"predictor_closed_loop: {path}: no 'points' (recorded before runs kept them); cannot replay")
+    gpu = meta.get("plan") in ("gpu", "gpu-smoke")
+    plan = {c.name: c for c in ((GPU_SMOKE_CONFIGS if meta.get("plan") == "gpu-smoke" else GPU_CONFIGS) if gpu
+                                else (*CONFIGS, *QUICK_CONFIGS))}
+    pts = [KernelPoint(kernel=p["kernel"], params=p["params"], metrics=p["metrics"], origin="measured",
+                       where=f"(recorded run {meta.get('date_utc', '?')})") for p in d["points"]]
+    cals = calibrations(pts, default_catalog().get(meta.get("node") or "cpu-epyc-zen4-2c"))
+    rows = []
+    for r in d.get("rows", []):
+        c = plan.get(r["config"])
+        if c is None:
+            continue  # a config this version's plan no longer has
+        raw = {**FIXED[c.workload], **(GPU_FIXED if gpu else {}), **r["params"], "threads": meta.get("threads", 1),
+               "eval_every": 100_000, "eval_batches": 1, "stop_at_target": False, "warmup_steps": 0,
+               **({"device": meta["device"]} if meta.get("device", "cpu") != "cpu" else {})}
+        full = registry.config_from_params(c.workload, {**raw, "max_steps": runner.WARMUP_STEPS + 4 + int(
+            r.get("timed_steps") or 1)}).to_dict()
+        preds = {v: predict(c.workload, full, cal) for v, cal in cals.items()}
+        rows.append({"config": c.name, "workload": c.workload, "measured_step_s": r["measured_step_s"],
+                     "recorded_errors": r.get("errors", {}),
+                     "errors": {v: float(p["step_time_s"]) / r["measured_step_s"] - 1 for v, p in preds.items()},
+                     "breakdown_s": {v: {k: float(x) for k, x in p["breakdown_s"].items()} for v, p in preds.items()}})
+    summ = {}
+    for v in cals:
+        e = [abs(r["errors"][v]) for r in rows]
+        summ[v] = {"n": len(e), "median_abs_error": statistics.median(e) if e else math.nan,
+                   "worst_abs_error": max(e) if e else math.nan}
+    return {"meta": meta, "rows": rows, "summary": summ}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads for kernels and workloads")
@@ -542,7 +584,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--gpu-smoke", action="store_true", help="the GPU plan's path at tiny sizes on this CPU "
                     "(wiring only; its numbers mean nothing)")
     ap.add_argument("--measure-ms", type=float, default=250.0, help="timed milliseconds per calibration kernel")
+    ap.add_argument("--replay", default=None, metavar="JSON", help="re-predict a recorded run (its --json output, "
+                    "e.g. data/reference/device/h200-sxm_2026-12-04_closed_loop.json) from its own calibration "
+                    "points with the predictor as it is now; measures nothing")
     a = ap.parse_args(argv)
+    if a.replay:
+        if not Path(a.replay).is_file():
+            ap.error(f"--replay: no such file: {a.replay}")
+        out = replay(a.replay)
+        for r in out["rows"]:
+            print(f"{r['config']:28s} measured {r['measured_step_s'] * 1e3:8.2f} ms  " + "  ".join(
+                f"{v} {e:+7.1%} (recorded {r['recorded_errors'].get(v, math.nan):+7.1%})"
+                for v, e in r["errors"].items()))
+        for v, sm in out["summary"].items():
+            print(f"({v}) median |error| {sm['median_abs_error']:.1%}, worst {sm['worst_abs_error']:.1%} over "
+                  f"{sm['n']} configs")
+        if a.json:
+            Path(a.json).write_text(json.dumps(out, indent=1, default=str))
+        return 0
     gpu_plan = a.gpu_smoke or not a.device.startswith("cpu")
     if gpu_plan:
         if a.device.startswith("cuda"):

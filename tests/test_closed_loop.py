@@ -100,3 +100,20 @@ def test_gpu_without_cuda_and_unknown_device_are_refused(cl, capsys):
     with pytest.raises(SystemExit) as e:
         cl.main(["--device", "tpu"])
     assert e.value.code == 2 and "expected cpu or cuda" in capsys.readouterr().err
+
+
+def test_replay_of_the_recorded_h200_run(cl, capsys, tmp_path):
+    """The committed H200 closed loop re-predicted from its own calibration points, no device needed: every
+    recorded row comes back with each calibration variant's error; a missing file is refused with exit 2."""
+    rec = ROOT / "data" / "reference" / "device" / "h200-sxm_2026-12-04_closed_loop.json"
+    out = cl.replay(rec)
+    assert out["meta"]["node"] == "h200-sxm" and len(out["rows"]) == 11
+    assert set(out["summary"]) == {"stream", "elementwise", "dispatch"}
+    for r in out["rows"]:
+        assert set(r["errors"]) == set(r["recorded_errors"]) and all(math.isfinite(e) for e in r["errors"].values())
+        assert r["breakdown_s"]["dispatch"]["compute"] > 0
+    assert cl.main(["--replay", str(rec), "--json", str(tmp_path / "r.json")]) == 0
+    assert "(dispatch) median |error|" in capsys.readouterr().out and (tmp_path / "r.json").exists()
+    with pytest.raises(SystemExit) as e:
+        cl.main(["--replay", str(tmp_path / "missing.json")])
+    assert e.value.code == 2
