@@ -350,6 +350,15 @@ class Row:
                 "measured_profiled_step_s": self.measured_profiled_step_s}
 
 
+def run_params(workload: str, params: dict[str, Any], *, threads: int, device: str = "cpu",
+               fixed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The workload parameters a config runs with (measured here, or rebuilt by :func:`replay`): the plan's fixed
+    ones, the config's own, and the loop settings that keep evaluation and early stopping out of the timed steps."""
+    return {**FIXED[workload], **(fixed or {}), **params, "threads": threads, "eval_every": 100_000,
+            "eval_batches": 1, "stop_at_target": False, "warmup_steps": 0,
+            **({} if device == "cpu" else {"device": device})}
+
+
 def measure(cfg: Config, *, threads: int, timed_steps: int, profile_dir: str | None, device: str = "cpu",
             fixed: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any], list[float]]:
     """Train ``cfg`` for warm-up + (profiled) + ``timed_steps`` steps.
@@ -360,9 +369,7 @@ def measure(cfg: Config, *, threads: int, timed_steps: int, profile_dir: str | N
     """
     from workloads import registry, runner
 
-    raw = {**FIXED[cfg.workload], **(fixed or {}), **cfg.params, "threads": threads, "eval_every": 100_000,
-           "eval_batches": 1, "stop_at_target": False, "warmup_steps": 0,
-           **({} if device == "cpu" else {"device": device})}
+    raw = run_params(cfg.workload, cfg.params, threads=threads, device=device, fixed=fixed)
     profiled = 4 if profile_dir else 0  # the profiler's warm-up step + 3 active steps (workloads.profile)
     steps = runner.WARMUP_STEPS + profiled + timed_steps
     marks: list[float] = []
@@ -385,7 +392,7 @@ def predict(workload: str, config: dict[str, Any], cal: Any) -> dict[str, Any]:
 
 def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int, timed_steps: int,
                 profile: bool = True, log: Any = None, clock: str = "cpu", device: str = "cpu",
-                fixed: dict[str, Any] | None = None) -> list[Row]:
+                fixed: dict[str, Any] | None = None, failed: list[dict[str, str]] | None = None) -> list[Row]:
     """Measure each config and predict it with each calibration variant of ``cals`` (name -> Calibration).
 
     ``clock="cpu"``: the measured step is the median process CPU time per step (one thread only:
@@ -396,7 +403,7 @@ def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int
         raise ValueError(f"clock 'cpu' needs threads=1 (got {threads}): the process CPU clock of a "
                          "multi-threaded process ticks coarsely and counts spin-waits; use clock='wall'")
     rows = []
-    failed: list[dict[str, str]] = []
+    failed = [] if failed is None else failed  # configs that did not run (name, error), for the report and JSON
     with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-prof-") as pdir:
         for c in configs:
             t0 = time.perf_counter()
@@ -427,13 +434,7 @@ def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int
                 errs = ", ".join(f"{v} {row.error(v):+.1%}" for v in preds)
                 log(f"  {c.name:26s} measured {row.measured_s * 1e3:7.2f} ms {clock} ({row.measured_wall_s * 1e3:7.2f} "
                     f"wall); error {errs} ({time.perf_counter() - t0:.1f} s)")
-    if failed:
-        FAILED.extend(failed)
     return rows
-
-
-#: configs that failed in this process (name, error), for the report and the JSON
-FAILED: list[dict[str, str]] = []
 
 
 def summary(rows: Sequence[Row], variant: str, workload: str | None = None) -> dict[str, float]:
@@ -549,9 +550,8 @@ def replay(path: str | Path) -> dict[str, Any]:
         c = plan.get(r["config"])
         if c is None:
             continue  # a config this version's plan no longer has
-        raw = {**FIXED[c.workload], **(GPU_FIXED if gpu else {}), **r["params"], "threads": meta.get("threads", 1),
-               "eval_every": 100_000, "eval_batches": 1, "stop_at_target": False, "warmup_steps": 0,
-               **({"device": meta["device"]} if meta.get("device", "cpu") != "cpu" else {})}
+        raw = run_params(c.workload, r["params"], threads=meta.get("threads", 1), device=meta.get("device", "cpu"),
+                         fixed=GPU_FIXED if gpu else None)
         full = registry.config_from_params(c.workload, {**raw, "max_steps": runner.WARMUP_STEPS + 4 + int(
             r.get("timed_steps") or 1)}).to_dict()
         preds = {v: predict(c.workload, full, cal) for v, cal in cals.items()}
@@ -640,10 +640,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"calibrated {cals['stream'].node_id} in {t_cal:.0f} s; measuring workloads ...", flush=True)
     configs = (GPU_SMOKE_CONFIGS if a.gpu_smoke else GPU_CONFIGS) if gpu_plan else (
         QUICK_CONFIGS if a.quick else CONFIGS)
-    FAILED.clear()
+    failed: list[dict[str, str]] = []
     rows = closed_loop(configs, cals, threads=a.threads, timed_steps=a.timed_steps,
                        profile=not a.no_profile, log=print, clock=a.clock, device=a.device,
-                       fixed=GPU_FIXED if gpu_plan else None)
+                       fixed=GPU_FIXED if gpu_plan else None, failed=failed)
     meta["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     meta["wall_s"] = time.perf_counter() - t0
     print_report(rows, cals, kernels, meta)
@@ -651,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.json:
         per_w = {v: {w: summary(rows, v, w) for w in sorted({r.config.workload for r in rows})} for v in cals}
         Path(a.json).write_text(json.dumps({"meta": meta, "summary": {v: summary(rows, v) for v in cals},
-                                            "failed": FAILED,
+                                            "failed": failed,
                                             # the calibration points as read from the store (kernel, params,
                                             # metrics): what the calibration saw, re-usable as measured records
                                             "points": [{"kernel": q.kernel, "params": dict(q.params),

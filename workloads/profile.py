@@ -187,11 +187,9 @@ def classify(events: Sequence[Any], *, step_range: str = STEP_RANGE, device: boo
     per: dict[str, float] = dict.fromkeys(CLASSES, 0.0)
     by_op: dict[tuple[str, str], float] = {}
     for e in events:
-        if device and str(getattr(e, "device_type", "CPU")).split(".")[-1] != "CPU":
+        if device and _is_device_event(e):
             continue  # a kernel's own event: its time is already in its launching op's self device time
-        s = e.time_range.start
-        i = bisect.bisect_right(starts, s) - 1
-        if i < 0 or s > ranges[i][1]:
+        if not in_step(e.time_range.start):
             continue
         t_us = dev_t(e) if device else float(e.self_cpu_time_total)
         if t_us <= 0:
