@@ -193,11 +193,17 @@ def test_cost_from_store_run_id(cli, store_path):
                        metrics={"samples_per_s": 9.0}))
     recs.append(Record(kind="workload", name="tiny_gpt", run_id="run-A", params={"catalog_node": "h100-sxm"},
                        fingerprint=fp_cpu, metrics={"samples_per_s": 5000.0, "time_to_target_s": 1.0}))
+    # a run on the CPU of an H200 host measured the host's CPU, not the H200 node: not priced as h200-sxm
+    fp_h200 = {"cpu_model": "Intel Xeon", "gpus": [{"name": "NVIDIA H200"}], "node_id": "g1"}
+    recs.append(Record(kind="workload", name="tiny_gpt", run_id="run-A", fingerprint=fp_h200,
+                       params={"device": "auto"}, metrics={"samples_per_s": 70.0, "device": "cpu"}))
     Store(store_path).append(recs)
     r = cli("cost", "--workload-results", "run-A", "--target", "loss=2.5", "--json")
     out = _json(r)
     assert {x["node"] for x in out["rows"]} == {"cpu-epyc-zen4-2c", "h100-sxm"}
-    assert out["bad_rows"]["count"] == 2  # Apple M2 matches no catalog entry; one curve lacks batch_size
+    # Apple M2 matches no catalog entry; the CPU run on the H200 host; one curve lacks batch_size
+    assert out["bad_rows"]["count"] == 3
+    assert any("device kind (cpu)" in n for n in out["notes"])
     assert any("status oom" in n for n in out["notes"])
     assert any("batch_size" in n for n in out["notes"])
     # 20 * x^-0.3 + 1.5 = 2.5 at x = 20^(1/0.3) samples; the CPU row's time is that / mean samples/s

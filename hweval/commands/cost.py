@@ -14,8 +14,11 @@ stale against.
 optional loss curve ``samples`` + ``loss``) or a run id in the store, whose
 ``kind="workload"`` records supply ``metrics.samples_per_s``,
 ``metrics.time_to_target_s`` and ``metrics.loss_curve`` and whose node type is
-``params.catalog_node`` / ``params.node`` or the catalog entry matching the
-record's fingerprint.
+``params.catalog_node`` / ``params.node`` (or the same keys in metrics), a
+record ``node_id`` that is a catalog id, or the catalog entry matching the
+record's fingerprint when the run's device is of that entry's kind
+(:func:`hwmodels.catalog.record_node`: a CPU run on a GPU host is not priced
+as the GPU node).
 
 ``--target``: ``loss=Y`` (or a bare number): fit the loss curve and cost the
 samples needed to reach loss Y; ``samples=N``: a fixed amount of work; omitted:
@@ -109,7 +112,7 @@ def _curve_points(curve: Any, batch_size: float | None = None) -> list[tuple[flo
 
 def _from_store(run_id: str, store_path: str | None, catalog):
     """Workloads and pooled loss curve from the store's workload records of ``run_id``."""
-    from hwmodels.catalog import match_node
+    from hwmodels.catalog import record_node
     from hwmodels.cost import WorkloadInput
 
     store = open_store(store_path, write=False)
@@ -140,12 +143,17 @@ def _from_store(run_id: str, store_path: str | None, catalog):
         if not isinstance(metrics, dict) or not isinstance(params, dict):
             fail("metrics/params are not JSON objects")
             continue
-        nid = next((str(d[k]) for d in (params, metrics) for k in ("catalog_node", "node") if d.get(k)), None)
-        if nid is None or nid not in catalog:
-            m = match_node(fp if isinstance(fp, dict) else {}, catalog)
-            nid = m.id if m is not None else None
+        # a catalog id in params (then metrics) wins; else the node the fingerprint matches, when the run's
+        # device is of that node's kind (a CPU run on a GPU host measured the host, not the GPU node)
+        named = next(({"catalog_node": d[k]} for d in (params, metrics) for k in ("catalog_node", "node")
+                      if d.get(k)), {})
+        device = str(metrics.get("device") or params.get("device") or "cpu")
+        node = record_node(params=named, fingerprint=fp if isinstance(fp, dict) else {}, node_id=row.node_id,
+                           device=device, catalog=catalog)
+        nid = node.id if node is not None else None
         if nid is None:
-            fail("no catalog node (params.catalog_node) and the fingerprint matches no catalog entry")
+            fail(f"no catalog node (params.catalog_node) and the fingerprint matches no catalog entry of the "
+                 f"run's device kind ({device})")
             continue
         nodes = _num(params.get("nodes")) or 1
         thr = next((_num(metrics[k]) for k in THROUGHPUT_KEYS if _num(metrics.get(k)) is not None), None)
