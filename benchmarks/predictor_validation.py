@@ -51,7 +51,7 @@ from hwmodels.errors import ModelInputError  # noqa: E402
 from hwmodels.predict.calibration import calibrate  # noqa: E402
 from hwmodels.predict import ops as O  # noqa: E402
 from hwmodels.predict.layout import Layout  # noqa: E402
-from hwmodels.predict.predictor import step_times  # noqa: E402
+from hwmodels.predict.predictor import BIAS_EDGES, regime_bucket, step_times  # noqa: E402
 from hwmodels.predict.search import search  # noqa: E402
 from hwmodels.predict.spec import parse_spec  # noqa: E402
 
@@ -439,6 +439,31 @@ def interval_coverage(preds: list[dict], errs: np.ndarray, level: float = 0.9, q
             "method": interval_coverage.__doc__.split("\n\n")[0].replace("\n    ", " ").strip()}
 
 
+#: The row's value of each regime the held-out error is broken down by (buckets: predictor.BIAS_EDGES, which the
+#: predictor's notes read back).
+REGIME_VALUE = {
+    "seq_len": lambda p: p["spec"].seq_len,
+    "params_B": lambda p: p["spec"].n_params() / 1e9,
+    "accelerators": lambda p: p["n"],
+    "precision": lambda p: p["layout"].precision,
+}
+
+
+def bias_by_regime(preds: list[dict], errs: np.ndarray) -> dict:
+    """Per regime (REGIME_VALUE, bucketed by predictor.BIAS_EDGES) and bucket: rows, median signed error and
+    median |error| of ``errs`` (positive = predicted faster than published), buckets in ascending order."""
+    out = {}
+    for name, value in REGIME_VALUE.items():
+        groups: dict[str, list[float]] = {}
+        for i, p in enumerate(preds):
+            groups.setdefault(regime_bucket(name, value(p)), []).append(float(errs[i]))
+        if BIAS_EDGES[name] is not None:
+            groups = dict(sorted(groups.items(), key=lambda kv: float(kv[0].lstrip(">=").split("-")[0])))
+        out[name] = {k: {"n": len(v), "median_signed": float(np.median(v)), "median_abs": float(np.median(np.abs(v)))}
+                     for k, v in groups.items()}
+    return out
+
+
 #: Quantiles of the held-out |error| tried, in order, for the band of a hardware type without validation rows.
 BAND_QUANTILES = (0.90, 0.925, 0.95, 0.975, 0.99)
 
@@ -599,6 +624,9 @@ def main(argv: list[str] | None = None) -> int:
             "rows": len(preds), "predicted_to_fit": sum(p["fits"] for p in preds),
             "predicted_not_to_fit": [{"row": p["id"], "memory_GiB": round(p["mem_GiB"], 1),
                                       "capacity_GiB": round(p["cap_GiB"], 1)} for p in preds if not p["fits"]]},
+        "bias_by_regime": {"method": "leave-one-row-out error per bucket: median signed (positive = predicted faster "
+                                     "than published) and median |error|",
+                           **bias_by_regime(preds, loo)},
         "targets": {"median": 0.10, "worst": 0.25, "ranking": "all pairs"},
     }
     print()
@@ -629,6 +657,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{bl['stated']['mean_signed']:+.1%}); fields left to the search: {bl['searched']['n']} rows, "
               f"{bl['searched']['median']:.1%} (mean {bl['searched']['mean_signed']:+.1%}, median "
               f"{bl['searched_median_signed']:+.1%}: positive = the searched layout is faster than the published run)")
+    for name, buckets in report["bias_by_regime"].items():
+        if name == "method":
+            continue
+        print(f"LOO bias by {name} (median signed / median |error|, n): " + "; ".join(
+            f"{k} {v['median_signed']:+.1%} / {v['median_abs']:.1%} ({v['n']})" for k, v in buckets.items()))
     ic = report["interval_coverage"]
     print(f"90% band of a never-seen hardware (q90 of the other hardware's framework-unknown held-out error) holds "
           f"{ic['overall_covered']:.0%} of the rows: " + ", ".join(

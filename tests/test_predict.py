@@ -959,3 +959,51 @@ def test_gpu_step_pays_host_time_only_beyond_the_device_time(cat):
     device = sum(v for k, v in s["breakdown_s"].items() if k != "overhead")
     assert s["step_time_s"] > base["step_time_s"] and s["breakdown_s"]["overhead"] > gpu.step_overhead_s.value
     assert s["step_time_s"] == pytest.approx(device + s["breakdown_s"]["overhead"])
+
+
+def test_a_prediction_in_a_biased_regime_says_so(cat, tmp_path):
+    """A prediction whose sequence length (model size, scale, precision) falls in a bucket where the held-out
+    validation was biased by 5% or more over 8+ runs carries that bucket's median signed error; a small or
+    unbiased bucket, or a file without the section, adds nothing. Buckets are [lo, hi)."""
+    import json
+
+    from hwmodels.predict.predictor import regime_bias_notes, regime_bucket
+
+    assert regime_bucket("seq_len", 2048) == "2048-4096" and regime_bucket("seq_len", 2047) == "1024-2048"
+    assert regime_bucket("seq_len", 65536) == ">=32768" and regime_bucket("precision", "fp8") == "fp8"
+    assert regime_bucket("accelerators", 8) == "0-9" and regime_bucket("accelerators", 10_000) == ">=4097"
+    err = tmp_path / "err.json"
+    err.write_text(json.dumps({"bias_by_regime": {
+        "seq_len": {">=32768": {"n": 18, "median_signed": -0.164}, "2048-4096": {"n": 155, "median_signed": 0.0}},
+        "accelerators": {"0-9": {"n": 3, "median_signed": 0.4}},
+        "precision": {"fp16": {"n": 31, "median_signed": 0.06}}}}))
+    notes = regime_bias_notes({"seq_len": 65536, "accelerators": 8, "precision": "fp16"}, err)
+    assert len(notes) == 2
+    assert "bucket >=32768" in notes[0] and "-16.4%" in notes[0] and "18 runs" in notes[0] and "slower" in notes[0]
+    assert "precision fp16" in notes[1] and "+6.0%" in notes[1] and "faster" in notes[1]
+    assert regime_bias_notes({"seq_len": 4096, "accelerators": 8}, err) == []
+    node = cat.get("h100-sxm")
+    cal = calibrate(node)
+    spec = preset("llama3-8b").with_seq_len(32768)
+    lay = Layout(dp=8, micro_batch=1, sharding="full_shard", recompute="full")
+    p = make_prediction(spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8, error_path=err)
+    assert any("-16.4%" in n for n in p.notes)
+    bare = tmp_path / "bare.json"
+    bare.write_text("{}")
+    assert not any("bias_by_regime" in n for n in make_prediction(
+        spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8, error_path=bare).notes)
+
+
+def test_the_validation_files_regime_buckets_are_the_predictors():
+    """Every bucket the committed validation file reports is one the predictor's notes can look up."""
+    import json
+
+    from hwmodels.predict.predictor import BIAS_EDGES, ERROR_FILE
+
+    bias = json.loads(ERROR_FILE.read_text())["bias_by_regime"]
+    assert set(BIAS_EDGES) <= set(bias)
+    for name, edges in BIAS_EDGES.items():
+        if edges is None:
+            continue
+        names = {f"{lo:g}-{hi:g}" if hi != float("inf") else f">={lo:g}" for lo, hi in zip(edges, edges[1:])}
+        assert set(bias[name]) <= names, name

@@ -358,6 +358,52 @@ def search_optimism(path: Path | None = None) -> str | None:
             "stated layout: a run on another layout is slower than this figure")
 
 
+#: Regimes the validation breaks its held-out error down by (``bias_by_regime`` of the validation file, written
+#: by benchmarks/predictor_validation.py with these edges): name -> bucket edges, a bucket is [edge_i, edge_i+1);
+#: ``None``: the value itself is the bucket (precision).
+BIAS_EDGES: dict[str, tuple[float, ...] | None] = {
+    "seq_len": (0, 1024, 2048, 4096, 8192, 16384, 32768, math.inf),
+    "params_B": (0, 5, 15, 50, 150, math.inf),
+    "accelerators": (0, 9, 65, 513, 4097, math.inf),
+    "precision": None,
+}
+REGIME_BIAS_NOTE = 0.05  # a held-out median signed error at least this far from 0 is stated with the prediction
+MIN_REGIME_ROWS = 8  # ... when that bucket held at least this many published rows
+
+
+def regime_bucket(name: str, value: Any) -> str:
+    """The bucket of BIAS_EDGES[name] that ``value`` falls in, as the validation file names it."""
+    edges = BIAS_EDGES[name]
+    if edges is None:
+        return str(value)
+    v = float(value)
+    j = max(k for k in range(len(edges) - 1) if v >= edges[k])
+    lo, hi = edges[j], edges[j + 1]
+    return f"{lo:g}-{hi:g}" if hi != math.inf else f">={lo:g}"
+
+
+def regime_bias_notes(values: dict[str, Any], path: Path | None = None) -> list[str]:
+    """Notes for a prediction whose regime (``values``: name -> value, names of BIAS_EDGES) was predicted with a
+    bias in the held-out validation: the bucket's median signed error when it is at least REGIME_BIAS_NOTE from 0
+    over at least MIN_REGIME_ROWS published rows. The prediction itself is not corrected (the validation scores it
+    uncorrected); the note says which way to read it."""
+    bias = _errors(str(path or ERROR_FILE)).get("bias_by_regime") or {}
+    out = []
+    for name, value in values.items():
+        if name not in BIAS_EDGES or value is None or not isinstance(bias.get(name), dict):
+            continue
+        key = regime_bucket(name, value)
+        b = bias[name].get(key) or {}
+        med, n = b.get("median_signed"), b.get("n", 0)
+        if isinstance(med, (int, float)) and n >= MIN_REGIME_ROWS and abs(med) >= REGIME_BIAS_NOTE:
+            shown = value if isinstance(value, str) else f"{value:g}"
+            way = "faster" if med > 0 else "slower"
+            out.append(f"{name} {shown} is in the validation's bucket {key}, where the held-out prediction was a "
+                       f"median {med:+.1%} from the published throughput over {n} runs (predicted {way} than the "
+                       f"runs achieved; {ERROR_FILE.name} bias_by_regime)")
+    return out
+
+
 @dataclass(frozen=True)
 class FrameworkFactors:
     """What no op model accounts for, fitted by the validation (module docstring): ``eta`` on compute and
@@ -522,6 +568,9 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     if global_batch % (layout.dp * layout.micro_batch):
         notes.append(f"global batch {global_batch} is not a multiple of dp x micro_batch "
                      f"({layout.dp * layout.micro_batch}): {seqs} sequences per step are computed")
+    n_params = getattr(spec, "n_params", None)
+    notes += regime_bias_notes({"seq_len": seq, "params_B": n_params() / 1e9 if callable(n_params) else None,
+                                "accelerators": accelerators, "precision": layout.precision}, error_path)
     calib = dict(cal.sources())
     calib["framework_efficiency"] = factors.label()
     return Prediction(
