@@ -789,6 +789,20 @@ def _price_part(node: Any, mode: str, today: date | str | None) -> tuple[PriceIn
     return info, IntervalPart(name="price range", lo_factor=1 + rel, hi_factor=1 + rel, source=why)
 
 
+def job_regime_notes(job: Job, counts: Sequence[int]) -> list[str]:
+    """Where the job sits in a regime the predictor's held-out validation was biased in (sequence length, model
+    size, precision, each accelerator count priced): :func:`hwmodels.predict.predictor.regime_bias_notes`, once per
+    note. The bias moves every candidate alike (ranking unchanged), the level of time and cost with it."""
+    from hwmodels.predict.predictor import regime_bias_notes
+
+    spec = job.spec()
+    out = regime_bias_notes({"seq_len": spec.seq_len, "params_B": spec.n_params() / 1e9,
+                             "precision": job.precision})
+    for n in counts:
+        out += regime_bias_notes({"accelerators": n})
+    return [f"predictor: {n}" for n in dict.fromkeys(out)]
+
+
 def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequence[str] | None = None,
                 today: date | str | None = None, measured_node: str | None = None,
                 throughput_noise: IntervalPart | None = None) -> tuple[list[JobOption], list[Unavailable]]:
@@ -1091,6 +1105,7 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
         notes.extend(tokens.notes)
         opts, missing = job_options(jb, tokens, cat, candidates=candidates, today=today,
                                     measured_node=mnode.id if mnode else None, throughput_noise=noise_part)
+        notes.extend(job_regime_notes(jb, sorted({o.accelerators for o in opts})))
         rec, cheapest, fastest, sentence = recommend(jb, opts, lvl)
     else:
         rec = cheapest = fastest = None

@@ -270,3 +270,20 @@ def test_validation_line_names_the_band_of_hardware_without_rows(quick_analysis)
     assert v.startswith("predictor held-out error (leave-one-hardware-out, framework unknown")
     assert f"+/-{band['band_rel']:.0%} (q{band['quantile'] * 100:g}" in v
     assert f"held {band['coverage']['mean_hardware_covered']:.0%} of a held-out type's rows" in v
+
+
+def test_a_job_in_a_biased_regime_says_so(tmp_path, monkeypatch):
+    """The procurement answer states where the job sits in a regime the predictor's validation was biased in
+    (here: long sequences predicted 16% slow), once; a job outside it gets no such note."""
+    import json
+
+    from hwmodels.predict import predictor
+
+    err = tmp_path / "err.json"
+    err.write_text(json.dumps({"bias_by_regime": {"seq_len": {">=32768": {"n": 18, "median_signed": -0.164}}}}))
+    monkeypatch.setattr(predictor, "ERROR_FILE", err)
+    long = analysis.job_regime_notes(analysis.parse_job({"model": "llama2-7b", "seq_len": 32768, "tokens": 1e12,
+                                                         "accelerators": [8, 16], "pricing": [MODE]}), [8, 16])
+    assert len(long) == 1 and "-16.4%" in long[0] and long[0].startswith("predictor: seq_len 32768")
+    short = analysis.parse_job({"model": "llama2-7b", "tokens": 1e12, "accelerators": [8], "pricing": [MODE]})
+    assert analysis.job_regime_notes(short, [8]) == []
