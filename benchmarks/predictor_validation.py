@@ -239,6 +239,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
             skipped.append(f"{rid}: neither tokens/s nor MFU")
             continue
         tp, pp, dp = _int(r["tp"]), _int(r["pp"]), _int(r["dp"])
+        cp = _int(r.get("cp", "")) or 1  # context parallel (empty: none)
         mb = _int(r["micro_batch"])
         vi = _int(r["interleave"])  # stated virtual stages per rank (None: not stated, searched)
         v = vi or 1
@@ -248,13 +249,13 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         dp_overlap = not (any(k in r["source"] for k in SERIAL_GRAD_REDUCE_SOURCES) and (pp or 1) > 1)
         if sh == "none" and dp and dp > 1:
             sh = "ddp"
-        fixed = all(x is not None for x in (tp, pp, mb, sh, rc)) and (not dp or dp * (tp or 1) * (pp or 1) == n)
+        fixed = all(x is not None for x in (tp, pp, mb, sh, rc)) and (not dp or dp * (tp or 1) * (pp or 1) * cp == n)
         lay = None
         least_mem = None
         t0 = time.perf_counter()
         if fixed:
-            if n % (tp * pp):
-                skipped.append(f"{rid}: tp*pp does not divide accelerators")
+            if n % (tp * pp * cp):
+                skipped.append(f"{rid}: tp*pp*cp does not divide accelerators")
                 continue
             if v > 1 and pp == 1:
                 v = 1
@@ -263,7 +264,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
             # source_detail records as "sharding HSDP" (fms-fsdp 7B)
             hybrid = sh in ("zero1", "shard_grad_op", "full_shard") and (
                 (node.kind == "tpu" and n // pp > cal.scale_up_size) or "sharding HSDP" in r["source_detail"])
-            lay = Layout(dp=n // (tp * pp), tp=tp, pp=pp, interleave=v, micro_batch=mb, sharding=sh, recompute=rc,
+            lay = Layout(dp=n // (tp * pp * cp), tp=tp, pp=pp, cp=cp, interleave=v, micro_batch=mb, sharding=sh,
+                         recompute=rc,
                          sequence_parallel=(r["sequence_parallel"] == "true") or (tp > 1 and r["sequence_parallel"] == ""),
                          precision=prec, hybrid_shard=hybrid, tp_comm_overlap=tp_overlap and tp > 1,
                          dp_comm_overlap=dp_overlap,
@@ -285,7 +287,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                                 sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, overlap_cost=0.0,
                                 top=1, interleave=vi or FRAMEWORK_INTERLEAVE.get(fam), attention=core,
                                 tp_comm_overlap=tp_overlap,
-                                dp_comm_overlap=dp_overlap) for m in modes]
+                                dp_comm_overlap=dp_overlap, cp=cp) for m in modes]
                 least.extend(x.smallest_memory for x in found if x.best is None and x.smallest_memory)
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)
 
@@ -559,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
             lay = p["layout"]
             print(f"{p['id'][:44]:44s} {p['hw']:14s} {p['fam']:12s} {p['target']:10.1f} {loo_tps[i]:10.1f} "
                   f"{loo[i]:+7.1%} {loho[i]:+7.1%} {b35[i]:+7.1%} {bavg[i]:+7.1%} "
-                  f"dp{lay.dp} tp{lay.tp} pp{lay.pp} v{lay.interleave} mb{lay.micro_batch} {lay.sharding}"
+                  f"dp{lay.dp} tp{lay.tp} pp{lay.pp}{f' cp{lay.cp}' if lay.cp > 1 else ''} v{lay.interleave} mb{lay.micro_batch} {lay.sharding}"
                   f"{'(hybrid)' if lay.hybrid_shard else ''} "
                   f"{lay.recompute}{'' if lay.recompute_layers == 1 else f'@{lay.recompute_layers:.0%}'}"
                   f"{' tpov' if lay.tp_comm_overlap else ''}{' (searched)' if p['searched'] else ''}"

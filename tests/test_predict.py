@@ -1007,3 +1007,64 @@ def test_the_validation_files_regime_buckets_are_the_predictors():
             continue
         names = {f"{lo:g}-{hi:g}" if hi != float("inf") else f">={lo:g}" for lo, hi in zip(edges, edges[1:])}
         assert set(bias[name]) <= names, name
+
+
+# -------------------------------------------------------------------------------- context parallelism
+def test_context_parallel_ops_split_the_sequence_and_ring_the_keys_and_values():
+    """A CP rank runs s/cp tokens through the GEMMs, 1/cp of the sequence's attention FLOPs (load-balanced causal
+    chunks), and sends its keys and values round the ring: cp - 1 steps forward, twice that backward."""
+    s = preset("llama3-8b")
+    T, cp = 8192, 2
+    one = O.layer_ops(s, micro_batch=1, seq_len=T, recompute="none")
+    two = O.layer_ops(s, micro_batch=1, seq_len=T, recompute="none", cp=cp)
+    for kind in ("gemm", "attention"):
+        assert sum(o.flops for o in two if o.kind == kind) * cp == pytest.approx(
+            sum(o.flops for o in one if o.kind == kind), rel=1e-12)
+    assert {o.m for o in two if o.kind == "gemm" and o.phase == "fwd"} == {T // cp}
+    ring = [o for o in two if o.group == "cp"]
+    kv = (T // cp) * 2 * s.d_kv * 2  # keys and values of the rank's tokens, bf16
+    assert [(o.phase, o.count, o.collective, o.nbytes) for o in ring] == [("fwd", 1, "send_recv", kv),
+                                                                          ("bwd", 2, "send_recv", kv)]
+    full = [o for o in O.layer_ops(s, micro_batch=1, seq_len=T, recompute="full", cp=4) if o.group == "cp"]
+    assert [(o.phase, o.count) for o in full] == [("fwd", 3), ("bwd", 6), ("recompute", 3)]
+    assert not [o for o in one if o.group == "cp"]
+    with pytest.raises(ModelInputError, match="context parallelism"):
+        O.layer_ops(s, micro_batch=1, seq_len=T, cp=2, attention="materialized")
+
+
+def test_context_parallel_layout_groups_and_step(cat):
+    """CP ranks sit next to the TP ranks (rank order tp-cp-dp-pp); gradients are reduced over DP x CP. The same
+    16 sequences on 16 H100s with cp=2 (dp 8, two micro-batches of half sequences per rank) do the same compute
+    per rank as cp=1, hold half the activations, reduce gradients over the same 16 ranks, and add the ring."""
+    from hwmodels.predict.layout import placement
+
+    cal = calibrate(cat.get("h100-sxm"))
+    lay = Layout(dp=8, tp=1, cp=2, micro_batch=1, sharding="zero1")
+    assert lay.world == 16 and lay.shard_degree(cal.scale_up_size) == 16
+    assert placement(Layout(dp=2, tp=4, cp=2), scale_up=8, accelerators_per_node=8)["cp"] == ("intra", 2)
+    assert placement(Layout(dp=2, tp=8, cp=2), scale_up=8, accelerators_per_node=8)["cp"] == ("inter", 1)
+    assert placement(Layout(dp=2, tp=4, cp=2), scale_up=8, accelerators_per_node=8)["dp"] == ("inter", 2)
+    s = preset("llama3-8b")
+    base = Layout(dp=16, tp=1, micro_batch=1, sharding="zero1")
+    a = step_times(s, cal, base, global_batch=16)
+    b = step_times(s, cal, lay, global_batch=16)
+    assert b.microbatches == 2 and a.microbatches == 1
+    assert b.model_flops == a.model_flops and b.hardware_flops == a.hardware_flops
+    assert b.compute == pytest.approx(a.compute, rel=0.1)
+    assert b.memory.activations == pytest.approx(a.memory.activations / 2, rel=0.05)
+    assert b.comm_total > a.comm_total  # the ring on top of the same gradient collectives
+    p = make_prediction(s, cal, lay, hardware="h100-sxm", accelerators=16, global_batch=16)
+    assert p.tokens_per_s == pytest.approx(16 * 8192 / p.step_time_s) and p.layout.cp == 2
+    with pytest.raises(ModelInputError, match="dp\\*tp\\*pp\\*cp"):
+        make_prediction(s, cal, lay, hardware="h100-sxm", accelerators=8, global_batch=16)
+
+
+def test_the_search_keeps_a_stated_context_parallel_degree(cat):
+    from hwmodels.predict.search import search
+
+    cal = calibrate(cat.get("h100-sxm"))
+    res = search(preset("llama3-8b"), cal, hardware="h100-sxm", accelerators=16, global_batch=16, cp=2, top=3)
+    assert res.best is not None
+    assert all(p.layout.cp == 2 and p.layout.world == 16 for p in (res.best, *res.runners_up))
+    assert search(preset("llama3-8b"), cal, hardware="h100-sxm", accelerators=16, global_batch=16,
+                  top=1).best.layout.cp == 1

@@ -16,7 +16,7 @@ CAL = REPO / "data" / "calibration" / "published.csv"
 CAL_README = REPO / "data" / "calibration" / "README.md"
 
 RUN_COLUMNS = ["run_id", "hardware", "accelerators", "model", "params_B", "seq_len", "global_batch", "micro_batch",
-               "precision", "dp", "tp", "pp", "interleave", "sharding", "activation_checkpointing",
+               "precision", "dp", "tp", "pp", "cp", "interleave", "sharding", "activation_checkpointing",
                "sequence_parallel", "tp_comm_overlap", "inter_node_Gbps", "framework", "tokens_per_s_per_accelerator",
                "tflops_per_accelerator", "mfu", "hfu", "source", "source_detail", "year"]
 CAL_COLUMNS = ["node_id", "quantity", "value", "unit", "condition", "framework", "source", "source_detail", "as_of"]
@@ -69,7 +69,7 @@ def test_training_runs_schema_and_values(runs):
         assert n is not None and n == int(n), rid
         assert _num(r, "params_B") is not None, rid
         assert _num(r, "seq_len") is not None, rid
-        for col in ("global_batch", "micro_batch", "dp", "tp", "pp", "interleave", "year"):
+        for col in ("global_batch", "micro_batch", "dp", "tp", "pp", "cp", "interleave", "year"):
             _num(r, col)
         assert r["precision"] in {"bf16", "fp8", "fp16", "fp32"}, rid
         assert r["sharding"] in {"", "none", "ddp", "zero1", "shard_grad_op", "full_shard"}, rid
@@ -84,7 +84,7 @@ def test_training_runs_schema_and_values(runs):
             assert v is None or v < 1, (rid, c)
         par = [_num(r, c) for c in ("dp", "tp", "pp")]
         if all(p is not None for p in par):
-            assert par[0] * par[1] * par[2] == n, f"{rid}: dp*tp*pp != accelerators"
+            assert par[0] * par[1] * par[2] * (_num(r, "cp") or 1) == n, f"{rid}: dp*tp*pp*cp != accelerators"
         if "=" in r["model"]:
             kv = dict(item.split("=", 1) for item in r["model"].split(","))
             assert list(kv)[:len(SPEC_KEYS)] == SPEC_KEYS and set(kv) - set(SPEC_KEYS) <= OPTIONAL_SPEC_KEYS, rid

@@ -1,9 +1,13 @@
 """A parallel layout and where its groups sit on the machine.
 
-Rank order (Megatron-LM's default, Narayanan et al. 2021, section 3): tensor
-parallel innermost, then data parallel, then pipeline stages. So a TP group is
-``tp`` consecutive ranks; a DP group strides by ``tp`` and spans ``tp * dp``
-consecutive ranks; pipeline neighbours are ``tp * dp`` ranks apart. A group
+Rank order (Megatron-LM's default, Narayanan et al. 2021, section 3; Megatron-Core
+``RankGenerator`` order ``tp-cp-ep-dp-pp``): tensor parallel innermost, then
+context parallel, then data parallel, then pipeline stages. So a TP group is
+``tp`` consecutive ranks; a CP group strides by ``tp`` and spans ``tp * cp``; the
+group the gradients are reduced (and ZeRO state sharded) over is DP x CP
+(Megatron-Core's data-parallel group with context parallelism: the CP ranks of a
+replica hold the same weights), strides by ``tp`` and spans ``tp * cp * dp``
+consecutive ranks; pipeline neighbours are ``tp * cp * dp`` ranks apart. A group
 stays on the scale-up fabric (``intra``) when the ranks it spans fit in one
 scale-up domain (``scale_up_size``: 8 on an HGX board, the ICI slice on a
 TPU), else it crosses the scale-out network (``inter``).
@@ -48,9 +52,12 @@ class Layout:
     #: what ``selective`` recomputation keeps (memory.SELECTIVE_SAVES): Korthikanti et al.'s, or only the matmul
     #: outputs (JAX ``checkpoint_dots_with_no_batch_dims``, MaxText ``remat_policy=minimal``)
     selective_saves: str = "korthikanti"
+    #: context parallel: each sequence split over ``cp`` ranks (Megatron-Core ``--context-parallel-size``, Transformer
+    #: Engine ring attention with load-balanced causal chunks); every rank runs s/cp tokens of each micro-batch
+    cp: int = 1
 
     def __post_init__(self) -> None:
-        for f in ("dp", "tp", "pp", "interleave", "micro_batch"):
+        for f in ("dp", "tp", "pp", "cp", "interleave", "micro_batch"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ModelInputError(f"layout.{f}: must be an integer >= 1, got {v!r}")
@@ -73,16 +80,18 @@ class Layout:
 
     @property
     def world(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
 
     def shard_degree(self, scale_up: int) -> int:
-        """Ranks the sharded state is split over: dp, or with hybrid_shard the dp ranks inside one domain."""
+        """Ranks the gradients are reduced and the sharded state is split over: dp x cp, or with hybrid_shard the
+        ones inside one domain."""
+        n = self.dp * self.cp
         if not self.hybrid_shard:
-            return self.dp
+            return n
         inside = max(1, scale_up // self.tp)
-        while self.dp % inside:
+        while n % inside:
             inside -= 1
-        return min(self.dp, inside)
+        return min(n, inside)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -96,11 +105,13 @@ def group_level(span: int, scale_up: int) -> str:
 
 
 def placement(layout: Layout, *, scale_up: int, accelerators_per_node: int) -> dict[str, tuple[str, int]]:
-    """group -> (level, ranks of that group on one node) for tp, dp, pp (module docstring)."""
+    """group -> (level, ranks of that group on one node) for tp, cp, dp (the DP x CP gradient group), pp (module
+    docstring)."""
     apn = max(accelerators_per_node, 1)
-    tp, dp = layout.tp, layout.dp
+    tp, cp, dp = layout.tp, layout.cp, layout.dp * layout.cp
     return {
         "tp": (group_level(tp, scale_up), min(tp, apn)),
+        "cp": (group_level(tp * cp, scale_up), max(1, min(cp, apn // tp)) if tp <= apn else 1),
         "dp": (group_level(tp * dp, scale_up), max(1, min(dp, apn // tp)) if tp <= apn else 1),
         "pp": (group_level(tp * dp * layout.pp, scale_up) if layout.pp > 1 else "intra", 1),
     }
@@ -122,7 +133,7 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
                       precision: str, tp: int | None = None, pp: int | None = None, sharding: str | None = None,
                       micro_batch: int | None = None, recompute: str | None = None,
                       max_micro_batch: int = 32, group_micro: bool = False,
-                      interleave: int | None = None) -> Iterator[Any]:
+                      interleave: int | None = None, cp: int = 1) -> Iterator[Any]:
     """Every layout for the job; fixed fields are honoured, the rest enumerated.
 
     TP: powers of two dividing ``n_heads``, within the scale-up domain.
@@ -133,7 +144,11 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
     Recompute is enumerated in order none, selective, full (the search keeps the least that fits).
     ``group_micro=True`` yields, per (tp, pp, interleave, sharding, hybrid), the list of its layouts in
     ascending micro-batch with ``recompute`` as given (the search walks recompute itself).
+    Context parallelism is not searched: ``cp`` (a stated degree) divides the ranks left after TP first.
     """
+    if accelerators % cp:
+        return
+    accelerators //= cp
     tps = [tp] if tp else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= scale_up and n_heads % t == 0
                            and accelerators % t == 0]
     for t in tps:
@@ -159,20 +174,20 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
             vs = [1] if p == 1 else ([interleave] if interleave else
                                      [v for v in (1, 2, 4) if stage_layers % v == 0 and stage_layers // v >= 1])
             rcs = [recompute] if (recompute or group_micro) else list(RECOMPUTE)
-            hybrids = [False, True] if t * dp > scale_up else [False]
+            hybrids = [False, True] if t * dp * cp > scale_up else [False]
             for v in vs:
                 for sh in shards:
                     for hy in (hybrids if sh in ("zero1", "shard_grad_op", "full_shard") else [False]):
                         if group_micro:
                             yield [Layout(dp=dp, tp=t, pp=p, interleave=v, micro_batch=mb, sharding=sh,
                                           recompute=rcs[0] or "none", sequence_parallel=t > 1,
-                                          precision=precision, hybrid_shard=hy) for mb in mbs]
+                                          precision=precision, hybrid_shard=hy, cp=cp) for mb in mbs]
                             continue
                         for mb in mbs:
                             for rc in rcs:
                                 yield Layout(dp=dp, tp=t, pp=p, interleave=v, micro_batch=mb, sharding=sh,
                                              recompute=rc, sequence_parallel=t > 1, precision=precision,
-                                             hybrid_shard=hy)
+                                             hybrid_shard=hy, cp=cp)
 
 
 __all__ = ["Layout", "placement", "enumerate_layouts", "group_level", "divisors", "PRECISIONS"]

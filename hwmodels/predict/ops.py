@@ -51,6 +51,17 @@ in forward and again in backward (Zhao et al. 2023, "PyTorch FSDP",
 arXiv:2304.11277, section 3). Pipeline: send/recv of ``t d e`` bytes (``/tp``
 with Megatron's scatter/gather optimisation) per micro-batch and boundary,
 forward and backward (Narayanan 2021, section 4.1).
+
+Context parallelism (``cp`` ranks per sequence; Megatron-Core with Transformer
+Engine's ring attention, load-balanced causal chunks: each rank holds two of
+``2 cp`` chunks so every rank does the same attention work): a rank runs
+``s/cp`` tokens through every GEMM and memory-bound op, and ``1/cp`` of the
+sequence's attention FLOPs (``4 b s^2 d / (tp cp)`` model FLOPs forward). Its
+keys and values (``b (s/cp) 2 d_kv/tp e`` bytes) go round the ring in ``cp - 1``
+send/recv steps forward, each hidden under the attention of the chunk already
+held; backward sends keys/values and their gradients (twice the forward
+traffic). Weights are replicated over CP ranks: gradients are reduced over DP x
+CP (:mod:`.layout`). CP needs the fused attention kernel.
 """
 
 from __future__ import annotations
@@ -58,7 +69,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hwmodels import dtypes
-from hwmodels.errors import choices_error
+from hwmodels.errors import ModelInputError, choices_error
 from hwmodels.predict.spec import ModelSpec
 
 PHASES = ("fwd", "bwd", "recompute", "step")
@@ -100,7 +111,7 @@ class Op:
     model_flops: float = 0.0  # FLOPs as MFU counts them
     nbytes: float = 0.0  # memory traffic (memory ops) or buffer size (collectives)
     collective: str = ""  # all_reduce | all_gather | reduce_scatter | send_recv
-    group: str = ""  # tp | dp | pp
+    group: str = ""  # tp | cp | dp | pp
     launches: float = 1.0
 
 
@@ -127,11 +138,19 @@ def _asdict(op: Op) -> dict:
     return {f: getattr(op, f) for f in Op.__slots__}
 
 
+def local_seq(seq_len: int, cp: int) -> int:
+    """Tokens of each sequence one context-parallel rank holds."""
+    return -(-int(seq_len) // max(int(cp), 1))
+
+
 def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, sp: bool = False,
               recompute: str = "none", attention: str = "flash", precision: str = "bf16",
-              fp8_recipe: str = FP8_RECIPE) -> list[Op]:
-    """Ops of one transformer layer for one micro-batch on one TP rank (module docstring)."""
-    b, s, d, f = micro_batch, seq_len, spec.d_model, spec.ffn_dim
+              fp8_recipe: str = FP8_RECIPE, cp: int = 1) -> list[Op]:
+    """Ops of one transformer layer for one micro-batch on one TP (and CP) rank (module docstring)."""
+    if cp > 1 and attention != "flash":
+        raise ModelInputError(f"context parallelism (cp={cp}) needs the fused attention kernel, not {attention!r}")
+    b, d, f = micro_batch, spec.d_model, spec.ffn_dim
+    s = local_seq(seq_len, cp)  # the rank's own tokens of each sequence
     t = b * s
     e = dtype_bytes(precision)
     full = recompute == "full"
@@ -145,7 +164,7 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
         ops += fp8_cast_ops(ops, full=full, recipe=fp8_recipe)
     # attention core
     heads = max(spec.n_heads // tp, 1)
-    model_fwd = 4.0 * b * s * s * q / tp
+    model_fwd = 4.0 * b * seq_len * seq_len * q / (tp * cp)  # load-balanced: 1/cp of the sequence's attention
     if attention == "flash":
         ops.append(Op(name="attention", kind="attention", phase="fwd", flops=0.5 * model_fwd, model_flops=model_fwd))
         ops.append(Op(name="attention.bwd", kind="attention", phase="bwd", flops=1.25 * model_fwd,
@@ -177,6 +196,12 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
         ops.append(Op(name=name + ".bwd", kind="memory", phase="bwd", nbytes=2.0 * nb, launches=launches))
         if full:
             ops.append(Op(name=name, kind="memory", phase="recompute", nbytes=nb, launches=launches))
+    # CP ring: the rank's keys and values round the ring, cp - 1 steps (backward: with their gradients)
+    if cp > 1:
+        kv = t * 2.0 * spec.d_kv / tp * e
+        for ph, n in (("fwd", cp - 1), ("bwd", 2 * (cp - 1))) + ((("recompute", cp - 1),) if full else ()):
+            ops.append(Op(name="cp.send_recv", kind="collective", phase=ph, count=n, nbytes=kv,
+                          collective="send_recv", group="cp"))
     # TP collectives
     if tp > 1:
         size = t * d * e
@@ -274,4 +299,4 @@ def step_flops(spec: ModelSpec, *, seq_len: int, sequences: int, recompute: str,
     return model, hw
 
 
-__all__ = ["Op", "layer_ops", "fp8_cast_ops", "FP8_CAST", "FP8_RECIPE", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]
+__all__ = ["Op", "layer_ops", "local_seq", "fp8_cast_ops", "FP8_CAST", "FP8_RECIPE", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]

@@ -88,23 +88,47 @@ class StepTimes:
 
 @lru_cache(maxsize=100_000)
 def _layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, recompute: str, sp: bool,
-                attention: str, precision: str) -> tuple[float, float, float, float, float, float, float]:
+                attention: str, precision: str, cp: int = 1) -> tuple[float, float, float, float, float, float, float]:
     """Seconds of one layer: (compute_fwd, compute_bwd+recompute, memory_fwd, memory_bwd+recompute, tp_comm,
-    attention_fwd, attention_bwd+recompute); the compute figures include the attention kernel's."""
+    attention_fwd, attention_bwd+recompute); the compute figures include the attention kernel's (run on the
+    rank's ``seq / cp`` query tokens: its rate is the one at that length). The CP ring is :func:`_cp_cost`."""
     level, rpn = placement(Layout(dp=1, tp=tp), scale_up=cal.scale_up_size,
                            accelerators_per_node=cal.accelerators_per_node)["tp"]
     return _cost_ops(cal, O.layer_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, sp=sp, recompute=recompute,
-                                      attention=attention, precision=precision), seq, precision, tp, level, rpn)
+                                      attention=attention, precision=precision, cp=cp),
+                     O.local_seq(seq, cp), precision, tp, level, rpn)
 
 
 def layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, recompute: str, share: float, sp: bool,
-               attention: str, precision: str) -> tuple[float, ...]:
+               attention: str, precision: str, cp: int = 1) -> tuple[float, ...]:
     """``_layer_cost`` averaged over a stage whose share ``share`` of layers runs ``recompute``, the rest none."""
-    rc = _layer_cost(cal, spec, tp, mb, seq, recompute, sp, attention, precision)
+    rc = _layer_cost(cal, spec, tp, mb, seq, recompute, sp, attention, precision, cp)
     if share >= 1.0 or recompute == "none":
         return rc
-    keep = _layer_cost(cal, spec, tp, mb, seq, "none", sp, attention, precision)
+    keep = _layer_cost(cal, spec, tp, mb, seq, "none", sp, attention, precision, cp)
     return tuple(share * a + (1.0 - share) * b for a, b in zip(rc, keep))
+
+
+@lru_cache(maxsize=10_000)
+def _cp_cost(cal: Calibration, spec: ModelSpec, layout: Layout, seq: int) -> tuple[float, float]:
+    """Seconds of one layer's context-parallel ring per micro-batch: (forward, backward + recompute); priced
+    at the CP group's link level (:func:`.layout.placement`), one send/recv per ring step."""
+    if layout.cp <= 1:
+        return 0.0, 0.0
+    level, rpn = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)["cp"]
+    f = b = 0.0
+    for op in O.layer_ops(spec, micro_batch=layout.micro_batch, seq_len=seq, tp=layout.tp,
+                          sp=layout.sequence_parallel, recompute=layout.recompute, precision=layout.precision,
+                          cp=layout.cp):
+        if op.group != "cp":
+            continue
+        t = collective_time(cal, kind=op.collective, size_bytes=op.nbytes, ranks=2, level=level,
+                            ranks_per_node=rpn) * op.count
+        if op.phase == "fwd":
+            f += t
+        else:
+            b += t
+    return f, b
 
 
 @lru_cache(maxsize=10_000)
@@ -131,6 +155,8 @@ def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: i
         elif op.kind == "memory":
             t = cal.memory_time(op.nbytes, op.launches)
         else:
+            if op.group == "cp":  # the CP ring is priced on its own level (_cp_cost)
+                continue
             comm += collective_time(cal, kind=op.collective, size_bytes=op.nbytes, ranks=tp, level=level,
                                     ranks_per_node=rpn) * op.count
             continue
@@ -150,9 +176,10 @@ def layout_memory(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_b
                   attention: str = "flash") -> MemoryEstimate:
     """Bytes per accelerator of ``layout`` for a step of ``global_batch`` sequences (:func:`memory.estimate`)."""
     m = -(-global_batch // (layout.dp * layout.micro_batch))
+    # a CP rank holds the activations of its own s/cp tokens of each sequence
     return estimate(spec, capacity_bytes=cal.memory_capacity_bytes, precision=layout.precision,
                     sharding=layout.sharding, dp=layout.shard_degree(cal.scale_up_size), tp=layout.tp, pp=layout.pp,
-                    micro_batch=layout.micro_batch, seq_len=seq_len, recompute=layout.recompute,
+                    micro_batch=layout.micro_batch, seq_len=O.local_seq(seq_len, layout.cp), recompute=layout.recompute,
                     sp=layout.sequence_parallel, flash=attention == "flash", microbatches=m,
                     interleave=layout.interleave, recompute_layers=layout.recompute_layers,
                     selective_saves=layout.selective_saves)
@@ -195,9 +222,11 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     if memory_only:
         return StepTimes(compute=0, memory_bound=0, exposed_comm=0, bubble=0, overhead=0, model_flops=model_f,
                          hardware_flops=hw_f, memory=mem, microbatches=m)
+    cp = layout.cp
+    s_loc = O.local_seq(seq, cp)  # a CP rank's tokens of each sequence
     cf, cb, mf, mbw, tpc, af, ab = layer_cost(cal, spec, tp, mbs, seq, layout.recompute, layout.recompute_layers,
-                                              layout.sequence_parallel, attention, layout.precision)
-    hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, tp, mbs, seq, layout.precision)
+                                              layout.sequence_parallel, attention, layout.precision, cp)
+    hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, tp, mbs, s_loc, layout.precision)
     stage_layers = -(-L // pp)
     # the framework factor eta covers what a framework loses around its GEMMs and element-wise kernels; the
     # attention kernel's rate is already that of the kernel the framework runs (a published fwd+bwd curve or a
@@ -211,11 +240,17 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         gemms = (cf - af) + (cb - ab)
         tp_exposed_layer = max(tp_layer - cal.overlap.value * gemms, 0.05 * tp_layer)
     tp_stage = stage_layers * tp_exposed_layer
+    # CP ring: each step's send/recv hidden under the attention of the chunk already held (per phase)
+    cp_f, cp_b = (x / comm_eff for x in _cp_cost(cal, spec, layout, seq))
+    cp_layer = cp_f + cp_b
+    cp_exposed_layer = (max(cp_f - cal.overlap.value * af, 0.05 * cp_f)
+                        + max(cp_b - cal.overlap.value * ab, 0.05 * cp_b)) if cp > 1 else 0.0
+    tp_stage += stage_layers * cp_exposed_layer
     place = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)
     # pipeline p2p: activations t d e (/tp with the scatter/gather optimisation), fwd and bwd, per chunk boundary
     p2p = 0.0
     if pp > 1:
-        size = mbs * seq * spec.d_model * O.dtype_bytes(layout.precision) / tp
+        size = mbs * s_loc * spec.d_model * O.dtype_bytes(layout.precision) / tp
         lvl, rpn = place["pp"]
         p2p = 2.0 * v * collective_time(cal, kind="send_recv", size_bytes=size, ranks=2, level=lvl,
                                         ranks_per_node=rpn) / comm_eff
@@ -229,16 +264,17 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     memory += cal.memory_time(opt.nbytes, opt.launches) / eta
     # data-parallel collectives
     lvl, rpn = place["dp"]
-    if dps < dp:  # hybrid: the sharded collectives stay inside the domain
+    dpc = dp * cp  # the gradient group: DP x CP
+    if dps < dpc:  # hybrid: the sharded collectives stay inside the domain
         lvl, rpn = placement(Layout(dp=dps, tp=tp), scale_up=cal.scale_up_size,
                              accelerators_per_node=cal.accelerators_per_node)["dp"]
     dp_exposed = dp_total = 0.0
     bwd_mb = stage_layers * (cb + mbw / eta)
     grad_window = bwd_mb * _grad_window_mbs(pp, v, m)  # backward time a bucketed gradient reduction can hide under
-    if dps < dp:
+    if dps < dpc:
         # replicas all-reduce their shard of the fp32 gradients once per step across domains, under the last backward
         # passes (grad_window)
-        t = collective_time(cal, kind="all_reduce", size_bytes=local / dps * O.GRAD_REDUCE_BYTES, ranks=dp // dps,
+        t = collective_time(cal, kind="all_reduce", size_bytes=local / dps * O.GRAD_REDUCE_BYTES, ranks=dpc // dps,
                             level="inter", ranks_per_node=1) / comm_eff
         dp_total += t
         dp_exposed += max(t - cal.overlap.value * grad_window, 0.05 * t) if layout.dp_comm_overlap else t
@@ -272,7 +308,8 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
                                       + max(per_unit_bwd - ov * per_layer_bwd, 0.0)) + per_unit_fwd)
             dp_exposed += m * exp_mb
             dp_total += m * stage_layers * (per_unit_fwd + per_unit_bwd)
-    hidden = max(dp_total - dp_exposed, 0.0) + m * stage_layers * (tp_layer - tp_exposed_layer)
+    hidden = max(dp_total - dp_exposed, 0.0) + m * stage_layers * (tp_layer - tp_exposed_layer
+                                                                    + cp_layer - cp_exposed_layer)
     exposed = m * (tp_stage + p2p) + dp_exposed + overlap_cost * hidden
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     host = 0.0
@@ -284,7 +321,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         host = host_bound_overhead(cal, host, compute + memory + exposed + bubble)
     return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
                      overhead=cal.step_overhead_s.value + host, model_flops=model_f, hardware_flops=hw_f, memory=mem,
-                     microbatches=m, comm_total=m * (stage_layers * tp_layer + p2p) + dp_total,
+                     microbatches=m, comm_total=m * (stage_layers * (tp_layer + cp_layer) + p2p) + dp_total,
                      overlapped_comm=hidden)
 
 
@@ -529,7 +566,7 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     and ``accelerators x min_billed_hours``, so it agrees with the report's bill."""
     seq = seq_len or spec.seq_len
     if layout.world != accelerators:
-        raise ModelInputError(f"layout: dp*tp*pp = {layout.world} != accelerators ({accelerators})")
+        raise ModelInputError(f"layout: dp*tp*pp*cp = {layout.world} != accelerators ({accelerators})")
     factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
     st = times or step_times(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention,
                              eta=factors.eta, comm_eff=factors.comm_eff, overlap_cost=factors.overlap_cost)

@@ -23,6 +23,7 @@ from typing import Any
 from hwmodels.errors import ModelInputError
 from hwmodels.predict.calibration import Calibration, KernelPoint, calibrate
 from hwmodels.predict.layout import Layout, enumerate_layouts
+from hwmodels.predict.ops import local_seq
 from hwmodels.predict.predictor import (Prediction, _head_cost, framework_factors, layer_cost, layout_memory,
                                         make_prediction, search_optimism, step_times)
 from hwmodels.predict.spec import ModelSpec
@@ -57,12 +58,15 @@ class SearchResult:
 def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, eta: float,
                  memo: dict, attention: str = "flash") -> float:
     """Seconds per sequence from compute and memory-bound time and the bubble alone (no communication)."""
-    key = (lay.tp, lay.micro_batch, lay.recompute, lay.recompute_layers, lay.sequence_parallel, lay.precision)
+    key = (lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.recompute_layers, lay.sequence_parallel,
+           lay.precision)
     costs = memo.get(key)
     if costs is None:
         cf, cb, mf, mb, _, af, ab = layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
-                                               lay.recompute_layers, lay.sequence_parallel, attention, lay.precision)
-        hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.precision)
+                                               lay.recompute_layers, lay.sequence_parallel, attention, lay.precision,
+                                               lay.cp)
+        hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, lay.tp, lay.micro_batch, local_seq(seq, lay.cp),
+                                          lay.precision)
         costs = memo[key] = (cf + cb + mf + mb - af - ab, hf + hb + hmf + hmb, af + ab)
     layers = -(-spec.n_layers // lay.pp)
     stage = (layers * costs[0] + costs[1]) / eta + layers * costs[2]  # attention is not divided (step_times)
@@ -81,13 +85,14 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
            top: int = 5, eta: float | None = None, comm_eff: float | None = None, overlap_cost: float | None = None,
            error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
-           interleave: int | None = None, tp_comm_overlap: bool = False, dp_comm_overlap: bool = True
-           ) -> SearchResult:
+           interleave: int | None = None, tp_comm_overlap: bool = False, dp_comm_overlap: bool = True,
+           cp: int = 1) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
     attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax);
     ``tp_comm_overlap``: the framework pipelines TP collectives with the GEMMs (``Layout.tp_comm_overlap``; off by
     default: not every framework does, and a new prediction does not know the framework); ``dp_comm_overlap``:
-    DDP/ZeRO-1 gradients reduced under the last backward (``Layout.dp_comm_overlap``, on by default)."""
+    DDP/ZeRO-1 gradients reduced under the last backward (``Layout.dp_comm_overlap``, on by default); ``cp``: a
+    stated context-parallel degree (not searched: 1 unless the job says so)."""
     seq = seq_len or spec.seq_len
     gb = global_batch or default_global_batch(seq)
     factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
@@ -102,7 +107,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     for base in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
                                   global_batch=gb, scale_up=cal.scale_up_size, precision=precision, tp=tp, pp=pp,
                                   sharding=sharding, micro_batch=micro_batch, recompute=rcs[0][0], group_micro=True,
-                                  interleave=interleave):
+                                  interleave=interleave, cp=cp):
         # base: the layouts of one (tp, pp, interleave, sharding, hybrid) in ascending micro-batch
         for lay0 in base:
             if (tp_comm_overlap and lay0.tp > 1) or not dp_comm_overlap:
