@@ -79,6 +79,8 @@ def _layout(lay: Mapping[str, Any]) -> str:
         parts.append(f"TP {lay['tp']}")
     if lay.get("pp", 1) > 1:
         parts.append(f"PP {lay['pp']}" + (f"x{lay['interleave']}" if lay.get("interleave", 1) > 1 else ""))
+    if lay.get("cp", 1) > 1:
+        parts.append(f"CP {lay['cp']}")
     parts.append(str(lay.get("sharding")))
     parts.append(f"micro-batch {lay.get('micro_batch')}")
     rc = lay.get("activation_checkpointing") or lay.get("recompute")

@@ -722,7 +722,7 @@ def test_search_recomputes_only_the_share_of_layers_memory_needs(cat):
     cal = calibrate(cat.get("h100-sxm"))
     s = preset("llama3-8b").with_seq_len(8192)
     res = search(s, cal, hardware="h100-sxm", accelerators=8, global_batch=16, micro_batch=2,
-                 sharding="full_shard", tp=1, pp=1, top=3)
+                 sharding="full_shard", tp=1, pp=1, top=3, cp=1)
     best = res.best.layout
     assert res.best.fits and best.recompute == "full" and 0 < best.recompute_layers < 1
     assert all(p.fits for p in (res.best, *res.runners_up))
@@ -1066,5 +1066,22 @@ def test_the_search_keeps_a_stated_context_parallel_degree(cat):
     res = search(preset("llama3-8b"), cal, hardware="h100-sxm", accelerators=16, global_batch=16, cp=2, top=3)
     assert res.best is not None
     assert all(p.layout.cp == 2 and p.layout.world == 16 for p in (res.best, *res.runners_up))
-    assert search(preset("llama3-8b"), cal, hardware="h100-sxm", accelerators=16, global_batch=16,
+    assert search(preset("llama3-8b"), cal, hardware="h100-sxm", accelerators=16, global_batch=16, cp=1,
                   top=1).best.layout.cp == 1
+
+
+def test_the_search_tries_context_parallelism_for_long_sequences_only(cat):
+    """From CP_MIN_SEQ tokens the search tries CP_SEARCH: for Llama 3 8B at 8k on 8 H100 with FSDP and micro-batch
+    2, CP 2 holds half the activations and needs no recomputation, faster than the best CP 1 layout (which
+    recomputes); at 4k every layout it returns has CP 1."""
+    from hwmodels.predict.search import CP_MIN_SEQ, search
+
+    cal = calibrate(cat.get("h100-sxm"))
+    s = preset("llama3-8b").with_seq_len(CP_MIN_SEQ)
+    kw = dict(hardware="h100-sxm", accelerators=8, global_batch=16, micro_batch=2, sharding="full_shard", tp=1,
+              pp=1, top=3)
+    auto, one = search(s, cal, **kw), search(s, cal, cp=1, **kw)
+    assert auto.best.layout.cp == 2 and auto.best.layout.recompute == "none"
+    assert one.best.layout.recompute != "none" and auto.best.step_time_s < one.best.step_time_s
+    short = search(preset("llama3-8b").with_seq_len(4096), cal, **kw)
+    assert all(p.layout.cp == 1 for p in (short.best, *short.runners_up))

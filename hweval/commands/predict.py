@@ -184,7 +184,8 @@ def _table(rows: list[dict[str, Any]]) -> None:
         t.add_column(col)
     for i, r in enumerate(rows, 1):
         lay = r["layout"]
-        ls = (f"dp{lay['dp']} tp{lay['tp']} pp{lay['pp']} v{lay['interleave']} mb{lay['micro_batch']} "
+        ls = (f"dp{lay['dp']} tp{lay['tp']} pp{lay['pp']}" + (f" cp{lay['cp']}" if lay.get("cp", 1) > 1 else "")
+              + f" v{lay['interleave']} mb{lay['micro_batch']} "
               f"{lay['sharding']}{'(hybrid)' if lay.get('hybrid_shard') else ''} {lay['activation_checkpointing']}"
               + (f"@{lay['recompute_layers']:.0%}" if lay.get("recompute_layers", 1.0) < 1.0 else ""))
         lo, hi = r["interval"]["tokens_per_s_per_accelerator"]

@@ -31,6 +31,11 @@ from hwmodels.predict.spec import ModelSpec
 #: (policy, share of layers) in the order the search tries them: least recomputation first; full recomputation
 #: of part of the layers (block-level checkpointing) sits between selective and full of every layer
 RECOMPUTE_ORDER = (("none", 1.0), ("selective", 1.0), ("full", 0.25), ("full", 0.5), ("full", 0.75), ("full", 1.0))
+#: Context-parallel degrees the search tries for long sequences (a stated degree is kept): CP splits each sequence
+#: over ranks, which frameworks use from 8k tokens up (NeMo's Llama 3 70B/405B recipes: CP 2 at 8k; MLPerf Llama 3.1
+#: 8B/405B at 8k: CP 2); below CP_MIN_SEQ tokens only 1
+CP_SEARCH = (1, 2, 4)
+CP_MIN_SEQ = 8192
 DEFAULT_TOKENS_PER_BATCH = 4 * 1024 * 1024  # default global batch: ~4M tokens (GPT-3 175B used 3.2M, Llama 3 4-16M)
 
 
@@ -86,13 +91,13 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            top: int = 5, eta: float | None = None, comm_eff: float | None = None, overlap_cost: float | None = None,
            error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
            interleave: int | None = None, tp_comm_overlap: bool = False, dp_comm_overlap: bool = True,
-           cp: int = 1) -> SearchResult:
+           cp: int | None = None) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
     attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax);
     ``tp_comm_overlap``: the framework pipelines TP collectives with the GEMMs (``Layout.tp_comm_overlap``; off by
     default: not every framework does, and a new prediction does not know the framework); ``dp_comm_overlap``:
     DDP/ZeRO-1 gradients reduced under the last backward (``Layout.dp_comm_overlap``, on by default); ``cp``: a
-    stated context-parallel degree (not searched: 1 unless the job says so)."""
+    stated context-parallel degree; when not stated, CP_SEARCH for sequences of CP_MIN_SEQ tokens and more, else 1."""
     seq = seq_len or spec.seq_len
     gb = global_batch or default_global_batch(seq)
     factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
@@ -104,10 +109,13 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     kth = float("inf")
     memo: dict = {}
     cap = cal.memory_capacity_bytes
-    for base in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
-                                  global_batch=gb, scale_up=cal.scale_up_size, precision=precision, tp=tp, pp=pp,
-                                  sharding=sharding, micro_batch=micro_batch, recompute=rcs[0][0], group_micro=True,
-                                  interleave=interleave, cp=cp):
+    cps = [cp] if cp else [c for c in (CP_SEARCH if seq >= CP_MIN_SEQ else (1,)) if seq % c == 0]
+    bases = (b for c in cps
+             for b in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
+                                        global_batch=gb, scale_up=cal.scale_up_size, precision=precision, tp=tp,
+                                        pp=pp, sharding=sharding, micro_batch=micro_batch, recompute=rcs[0][0],
+                                        group_micro=True, interleave=interleave, cp=c))
+    for base in bases:
         # base: the layouts of one (tp, pp, interleave, sharding, hybrid) in ascending micro-batch
         for lay0 in base:
             if (tp_comm_overlap and lay0.tp > 1) or not dp_comm_overlap:
