@@ -332,9 +332,11 @@ def tps_grid(p: dict) -> np.ndarray:
 
 
 #: Rows collected after the predictor's code was last changed (a prospective test: the model could not have been
-#: shaped on them): the eleven CP rows were read after commit a840a7a (2026-12-04, context parallelism) was
-#: committed; the two CP-1 rows (Dell XE9685L, gpu-recipes H200) while it was being written, which does not change a
-#: CP-1 prediction (the 306 earlier rows scored identically before and after it).
+#: shaped on them), held out together and scored with factors fitted on the earlier rows only: the MLPerf CP rows
+#: were read after commit a840a7a (2026-12-04, context parallelism) was committed, the NeMo / Megatron-Bridge CP rows
+#: after 94ce85e (which only adds CP to the search when a job does not state it: no change for these rows, whose CP
+#: is stated); the two CP-1 rows (Dell XE9685L, gpu-recipes H200) while a840a7a was being written, which does not
+#: change a CP-1 prediction (the 306 earlier rows scored identically before and after it).
 #: Scored with the factors fitted on every other row (the set held out as one group), per family and framework
 #: unknown. A row added later joins a new set with the commit it was predicted at.
 PROSPECTIVE = {"a840a7a": (
@@ -342,7 +344,12 @@ PROSPECTIVE = {"a840a7a": (
     "mlperf50-nebius-h200-llama3-405b-g512", "mlperf50-nebius-h200-llama3-405b-g1024",
     "mlperf51-hpe-h200-llama3-8b-g64", "mlperf51-uf-b200-llama3-8b-g32-cp2", "mlperf51-uf-b200-llama3-8b-g64-cp2",
     "mlperf51-uf-b200-llama3-8b-g128-cp2", "mlperf51-uf-b200-llama3-8b-g256-cp2", "mlperf51-oracle-b200-llama3-8b-g64",
-    "mlperf51-verda-b200-llama3-8b-g64", "mlperf51-uf-b200-llama3-405b-g256", "mlperf51-uf-b200-llama3-405b-g448")}
+    "mlperf51-verda-b200-llama3-8b-g64", "mlperf51-uf-b200-llama3-405b-g256", "mlperf51-uf-b200-llama3-405b-g448",
+    "nemo2407-h100-llama3-8b-g8-cp2", "nemo2407-h100-llama3-70b-g64-cp2", "nemo2502-b200-llama3-70b-g64-cp2",
+    "nemo2502-b200-llama3-405b-g128-cp2", "mbridge2509-b200-llama3-405b-g128-cp2",
+    "mbridge2509-h100-sxm-llama3-405b-g1024-cp2", "mbridge2511-b200-llama3-405b-g128-cp2",
+    "mbridge2511-h100-sxm-llama3-405b-g1024-cp2", "mbridge2602-h100-sxm-llama3-405b-g1024-cp2",
+    "mbridge260401-h100-sxm-llama3-405b-g1024-cp2")}
 
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
