@@ -3,10 +3,12 @@
 Step model (per optimizer step, on the slowest pipeline stage)::
 
     t_stage   = ceil(L/pp) x layer(fwd + bwd + recompute) + head   per micro-batch, incl. TP collectives
+                (with context parallelism a layer runs the rank's s/cp tokens: :mod:`.ops`)
     compute   = m x (GEMM + attention time of t_stage) / eta
     memory    = m x (memory-bound time of t_stage) / eta + optimizer step
     exposed   = TP collectives (on the critical path, Shoeybi 2019; with ``tp_comm_overlap`` only what
                   exceeds the layer's GEMM time, as for DP below)
+                + CP ring send/recv beyond the attention time of the same phase it hides under
                 + pipeline send/recv (2 per micro-batch and chunk boundary)
                 + DP/FSDP collectives beyond what overlaps with the compute they can hide under
                   (DDP/ZeRO-1 gradients: the last micro-batch's backward, more with interleaved pipeline
@@ -239,13 +241,13 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     if layout.tp_comm_overlap and tp > 1:  # chunked and pipelined with the layer's GEMMs (not the attention core)
         gemms = (cf - af) + (cb - ab)
         tp_exposed_layer = max(tp_layer - cal.overlap.value * gemms, 0.05 * tp_layer)
-    tp_stage = stage_layers * tp_exposed_layer
+    layer_comm = stage_layers * tp_exposed_layer  # a stage's exposed TP (and CP) time per micro-batch
     # CP ring: each step's send/recv hidden under the attention of the chunk already held (per phase)
     cp_f, cp_b = (x / comm_eff for x in _cp_cost(cal, spec, layout, seq))
     cp_layer = cp_f + cp_b
     cp_exposed_layer = (max(cp_f - cal.overlap.value * af, 0.05 * cp_f)
                         + max(cp_b - cal.overlap.value * ab, 0.05 * cp_b)) if cp > 1 else 0.0
-    tp_stage += stage_layers * cp_exposed_layer
+    layer_comm += stage_layers * cp_exposed_layer
     place = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)
     # pipeline p2p: activations t d e (/tp with the scatter/gather optimisation), fwd and bwd, per chunk boundary
     p2p = 0.0
@@ -254,7 +256,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         lvl, rpn = place["pp"]
         p2p = 2.0 * v * collective_time(cal, kind="send_recv", size_bytes=size, ranks=2, level=lvl,
                                         ranks_per_node=rpn) / comm_eff
-    t_stage = c_stage + m_stage + tp_stage + p2p
+    t_stage = c_stage + m_stage + layer_comm + p2p
     compute = m * c_stage
     memory = m * m_stage
     # optimizer step on the local (sharded) optimizer state
@@ -310,7 +312,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
             dp_total += m * stage_layers * (per_unit_fwd + per_unit_bwd)
     hidden = max(dp_total - dp_exposed, 0.0) + m * stage_layers * (tp_layer - tp_exposed_layer
                                                                     + cp_layer - cp_exposed_layer)
-    exposed = m * (tp_stage + p2p) + dp_exposed + overlap_cost * hidden
+    exposed = m * (layer_comm + p2p) + dp_exposed + overlap_cost * hidden
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     host = 0.0
     if cal.host_op_s is not None:  # a measured dispatch probe: the host's own time per step
