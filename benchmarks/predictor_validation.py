@@ -336,7 +336,8 @@ def tps_grid(p: dict) -> np.ndarray:
 #: were read after commit a840a7a (2026-12-04, context parallelism) was committed, the NeMo / Megatron-Bridge CP rows
 #: after 94ce85e (which only adds CP to the search when a job does not state it: no change for these rows, whose CP
 #: is stated); the two CP-1 rows (Dell XE9685L, gpu-recipes H200) while a840a7a was being written, which does not
-#: change a CP-1 prediction (the 306 earlier rows scored identically before and after it).
+#: change a CP-1 prediction (the 306 earlier rows scored identically before and after it); the NeMo 24.07 CP-1 rows
+#: (GPT-3 5B/20B, Nemotron 8B/22B/340B) and the Megatron-Bridge 26.06 405B row after 252f033 (the same predictions).
 #: Scored with the factors fitted on every other row (the set held out as one group), per family and framework
 #: unknown. A row added later joins a new set with the commit it was predicted at.
 PROSPECTIVE = {"a840a7a": (
@@ -349,7 +350,13 @@ PROSPECTIVE = {"a840a7a": (
     "nemo2502-b200-llama3-405b-g128-cp2", "mbridge2509-b200-llama3-405b-g128-cp2",
     "mbridge2509-h100-sxm-llama3-405b-g1024-cp2", "mbridge2511-b200-llama3-405b-g128-cp2",
     "mbridge2511-h100-sxm-llama3-405b-g1024-cp2", "mbridge2602-h100-sxm-llama3-405b-g1024-cp2",
-    "mbridge260401-h100-sxm-llama3-405b-g1024-cp2")}
+    "mbridge260401-h100-sxm-llama3-405b-g1024-cp2",
+    "nemo2407-h100-gpt3-5b-g64",
+    "nemo2407-h100-gpt3-20b-g64",
+    "nemo2407-h100-nemotron3-8b-g64",
+    "nemo2407-h100-nemotron3-22b-g64",
+    "nemo2407-h100-nemotron4-340b-g128",
+    "mbridge2606-h100-sxm-llama3-405b-g1024-cp2")}
 
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
