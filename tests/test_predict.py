@@ -1085,3 +1085,21 @@ def test_the_search_tries_context_parallelism_for_long_sequences_only(cat):
     assert one.best.layout.recompute != "none" and auto.best.step_time_s < one.best.step_time_s
     short = search(preset("llama3-8b").with_seq_len(4096), cal, **kw)
     assert all(p.layout.cp == 1 for p in (short.best, *short.runners_up))
+
+
+def test_every_prospective_row_is_in_the_validation_set_and_scored():
+    """The prospective set names rows of training_runs.csv (a typo would drop a row silently), and the committed
+    validation file scores each of them."""
+    import csv
+    import json
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    from hwmodels.predict.predictor import ERROR_FILE
+
+    with open(V.RUNS, newline="") as f:
+        ids = {r["run_id"] for r in csv.DictReader(f)}
+    scored = json.loads(ERROR_FILE.read_text())["prospective"]
+    for since, rows in V.PROSPECTIVE.items():
+        assert len(set(rows)) == len(rows) and set(rows) <= ids, set(rows) - ids
+        assert set(scored[since]["rows"]) == set(rows) and scored[since]["per_family"]["n"] == len(rows)
