@@ -565,8 +565,9 @@ def bias_by_regime(preds: list[dict], errs: np.ndarray) -> dict:
         groups: dict[str, list[float]] = {}
         for i, p in enumerate(preds):
             groups.setdefault(regime_bucket(name, value(p)), []).append(float(errs[i]))
-        if BIAS_EDGES[name] is not None:
-            groups = dict(sorted(groups.items(), key=lambda kv: float(kv[0].lstrip(">=").split("-")[0])))
+        edges = BIAS_EDGES[name]
+        if edges is not None:  # the buckets in edge order (each bucket named by its lower edge)
+            groups = {k: groups[k] for k in (regime_bucket(name, lo) for lo in edges[:-1]) if k in groups}
         out[name] = {k: {"n": len(v), "median_signed": float(np.median(v)), "median_abs": float(np.median(np.abs(v)))}
                      for k, v in groups.items()}
     return out

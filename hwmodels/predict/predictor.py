@@ -112,16 +112,14 @@ def layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, re
 
 
 @lru_cache(maxsize=10_000)
-def _cp_cost(cal: Calibration, spec: ModelSpec, layout: Layout, seq: int) -> tuple[float, float]:
-    """Seconds of one layer's context-parallel ring per micro-batch: (forward, backward + recompute); priced
-    at the CP group's link level (:func:`.layout.placement`), one send/recv per ring step."""
-    if layout.cp <= 1:
-        return 0.0, 0.0
-    level, rpn = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)["cp"]
+def _cp_cost(cal: Calibration, spec: ModelSpec, tp: int, cp: int, mb: int, seq: int, sp: bool, recompute: str,
+             precision: str, level: str, rpn: int) -> tuple[float, float]:
+    """Seconds of one layer's context-parallel ring per micro-batch: (forward, backward + recompute), one
+    send/recv per ring step on the CP group's link ``level`` with ``rpn`` of its ranks per node
+    (:func:`.layout.placement`)."""
     f = b = 0.0
-    for op in O.layer_ops(spec, micro_batch=layout.micro_batch, seq_len=seq, tp=layout.tp,
-                          sp=layout.sequence_parallel, recompute=layout.recompute, precision=layout.precision,
-                          cp=layout.cp):
+    for op in O.layer_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, sp=sp, recompute=recompute,
+                          precision=precision, cp=cp):
         if op.group != "cp":
             continue
         t = collective_time(cal, kind=op.collective, size_bytes=op.nbytes, ranks=2, level=level,
@@ -242,13 +240,16 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         gemms = (cf - af) + (cb - ab)
         tp_exposed_layer = max(tp_layer - cal.overlap.value * gemms, 0.05 * tp_layer)
     layer_comm = stage_layers * tp_exposed_layer  # a stage's exposed TP (and CP) time per micro-batch
-    # CP ring: each step's send/recv hidden under the attention of the chunk already held (per phase)
-    cp_f, cp_b = (x / comm_eff for x in _cp_cost(cal, spec, layout, seq))
-    cp_layer = cp_f + cp_b
-    cp_exposed_layer = (max(cp_f - cal.overlap.value * af, 0.05 * cp_f)
-                        + max(cp_b - cal.overlap.value * ab, 0.05 * cp_b)) if cp > 1 else 0.0
-    layer_comm += stage_layers * cp_exposed_layer
     place = placement(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)
+    # CP ring: each step's send/recv hidden under the attention of the chunk already held (per phase)
+    cp_layer = cp_exposed_layer = 0.0
+    if cp > 1:
+        cp_f, cp_b = (x / comm_eff for x in _cp_cost(cal, spec, tp, cp, mbs, seq, layout.sequence_parallel,
+                                                     layout.recompute, layout.precision, *place["cp"]))
+        cp_layer = cp_f + cp_b
+        cp_exposed_layer = (max(cp_f - cal.overlap.value * af, 0.05 * cp_f)
+                            + max(cp_b - cal.overlap.value * ab, 0.05 * cp_b))
+    layer_comm += stage_layers * cp_exposed_layer
     # pipeline p2p: activations t d e (/tp with the scatter/gather optimisation), fwd and bwd, per chunk boundary
     p2p = 0.0
     if pp > 1:
@@ -607,9 +608,8 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     if global_batch % (layout.dp * layout.micro_batch):
         notes.append(f"global batch {global_batch} is not a multiple of dp x micro_batch "
                      f"({layout.dp * layout.micro_batch}): {seqs} sequences per step are computed")
-    n_params = getattr(spec, "n_params", None)
-    notes += regime_bias_notes({"seq_len": seq, "params_B": n_params() / 1e9 if callable(n_params) else None,
-                                "accelerators": accelerators, "precision": layout.precision}, error_path)
+    notes += regime_bias_notes({"seq_len": seq, "params_B": spec.n_params() / 1e9, "accelerators": accelerators,
+                                "precision": layout.precision}, error_path)
     calib = dict(cal.sources())
     calib["framework_efficiency"] = factors.label()
     return Prediction(
