@@ -56,6 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+#: what each row keeps of the run's profile summary (workloads.profile.ProfileBreakdown.to_dict)
+PROFILE_KEYS = ("time_kind", "classified_total_s", "unlinked_s", "kernel_links", "top_ops")
 BUCKETS = ("compute", "memory_bound", "exposed_comm", "overhead")
 CLASS_TO_BUCKET = {"gemm": "compute", "attention": "compute", "memory_bound": "memory_bound",
                    "optimizer": "memory_bound", "communication": "exposed_comm", "other": "overhead"}
@@ -328,6 +330,9 @@ class Row:
     predictions: dict[str, dict[str, Any]]  # calibration variant -> {step_time_s, breakdown_s}
     measured_classes_s: dict[str, float] = field(default_factory=dict)
     measured_profiled_step_s: float | None = None
+    #: how the profile was taken and what it saw: time kind, kernels linked to their op or classed by name (and
+    #: the seconds of the latter), the largest ops/kernels with their class
+    measured_profile: dict[str, Any] = field(default_factory=dict)
 
     def predicted(self, variant: str) -> float:
         return float(self.predictions[variant]["step_time_s"])
@@ -347,7 +352,8 @@ class Row:
                 "measured_wall_step_s": self.measured_wall_s, "timed_steps": self.timed_steps,
                 "predictions": self.predictions, "errors": {v: self.error(v) for v in self.predictions},
                 "measured_classes_s": self.measured_classes_s, "measured_buckets_s": self.measured_buckets(),
-                "measured_profiled_step_s": self.measured_profiled_step_s}
+                "measured_profiled_step_s": self.measured_profiled_step_s,
+                "measured_profile": self.measured_profile}
 
 
 def run_params(workload: str, params: dict[str, Any], *, threads: int, device: str = "cpu",
@@ -392,8 +398,11 @@ def predict(workload: str, config: dict[str, Any], cal: Any) -> dict[str, Any]:
 
 def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int, timed_steps: int,
                 profile: bool = True, log: Any = None, clock: str = "cpu", device: str = "cpu",
-                fixed: dict[str, Any] | None = None, failed: list[dict[str, str]] | None = None) -> list[Row]:
+                fixed: dict[str, Any] | None = None, failed: list[dict[str, str]] | None = None,
+                trace_dir: str | None = None) -> list[Row]:
     """Measure each config and predict it with each calibration variant of ``cals`` (name -> Calibration).
+
+    ``trace_dir``: keep each config's profiler trace (Chrome/Perfetto JSON) there instead of discarding it.
 
     ``clock="cpu"``: the measured step is the median process CPU time per step (one thread only:
     with more, the process CPU clock advances in scheduler ticks of several ms and counts the
@@ -404,9 +413,10 @@ def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int
                          "multi-threaded process ticks coarsely and counts spin-waits; use clock='wall'")
     rows = []
     failed = [] if failed is None else failed  # configs that did not run (name, error), for the report and JSON
-    with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-prof-") as pdir:
+    with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-prof-") as tmp:
         for c in configs:
             t0 = time.perf_counter()
+            pdir = os.path.join(trace_dir, "_".join(c.name.split())) if trace_dir else tmp
             try:
                 res, full, cpu = measure(c, threads=threads, timed_steps=timed_steps,
                                          profile_dir=pdir if profile else None, device=device, fixed=fixed)
@@ -428,7 +438,8 @@ def closed_loop(configs: Sequence[Config], cals: dict[str, Any], *, threads: int
                       measured_iqr_s=q[2] - q[0],
                       measured_wall_s=float(st["median_s"]), timed_steps=len(cpu), predictions=preds,
                       measured_classes_s=dict(res.profile_breakdown_s or {}),
-                      measured_profiled_step_s=(res.profile or {}).get("step_s"))
+                      measured_profiled_step_s=(res.profile or {}).get("step_s"),
+                      measured_profile={k: (res.profile or {}).get(k) for k in PROFILE_KEYS})
             rows.append(row)
             if log:
                 errs = ", ".join(f"{v} {row.error(v):+.1%}" for v in preds)
@@ -577,6 +588,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "bench / hweval train measure)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-config profile (breakdown)")
     ap.add_argument("--json", default=None, help="write the rows and summary here")
+    ap.add_argument("--keep-traces", default=None, metavar="DIR", help="keep each config's profiler trace "
+                    "(Chrome/Perfetto JSON) in DIR")
     ap.add_argument("--device", default="cpu", help="cpu (this machine's plan) or cuda[:N] (the GPU plan: bf16 "
                     "kernels and configs, wall clock with CUDA events)")
     ap.add_argument("--node", default=None, help="catalog node id of this device (default: the fingerprint's "
@@ -643,7 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed: list[dict[str, str]] = []
     rows = closed_loop(configs, cals, threads=a.threads, timed_steps=a.timed_steps,
                        profile=not a.no_profile, log=print, clock=a.clock, device=a.device,
-                       fixed=GPU_FIXED if gpu_plan else None, failed=failed)
+                       fixed=GPU_FIXED if gpu_plan else None, failed=failed, trace_dir=a.keep_traces)
     meta["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     meta["wall_s"] = time.perf_counter() - t0
     print_report(rows, cals, kernels, meta)

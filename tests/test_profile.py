@@ -128,18 +128,61 @@ def test_classify_device_kernels_counts_linked_and_unlinked_kernels():
            ev("aten::mm", 2000, 2010, dev=999, id=6),  # outside the step range
            ev("multi_tensor_apply_kernel", 820, 860, kind=DeviceType.CUDA, link=4),
            ev("vectorized_layer_norm_kernel", 40, 90, kind=DeviceType.CUDA, link=5),
+           # a GEMM kernel of a memory-class op (cuDNN's RNN runs GEMMs and element-wise cells): its name decides
+           ev("aten::_cudnn_rnn", 100, 110, parent=step, id=7),
+           ev("nvjet_sm90_hsh_64x24_64x16_2x4_h_badd_NNT", 100, 120, kind=DeviceType.CUDA, link=7),
+           ev("elemWiseRNNcell<__half>", 120, 130, kind=DeviceType.CUDA, link=7),
            ev("nvjet_hsh_256x128_2x1_v_bz_coopB_TNN", 25, 325, kind=DeviceType.CUDA, link=0),  # unlinked, in step
            ev("flash_fwd_kernel", 330, 430, kind=DeviceType.CUDA, link=0),
            ev("ampere_sgemm_128x64_nn", 2010, 3009, kind=DeviceType.CUDA, link=6),  # its op is outside the steps
            ev("Memcpy HtoD (Pageable -> Device)", 1500, 1600, kind=DeviceType.CUDA, link=0),  # between steps
            # a runtime call whose own id collides with the layer norm's: it must not re-class that op's kernels
-           ev("cudaLaunchKernel", 31, 32, parent=opt, id=5, link=5)]
+           ev("cudaLaunchKernel", 31, 32, parent=opt, id=5, link=5),
+           # Kineto's device-side copies of the host ranges (gpu_user_annotation): neither a step nor a kernel
+           ev(STEP_RANGE, 5, 990, kind=DeviceType.CUDA, link=0),
+           ev("Optimizer.step#AdamW.step", 815, 865, kind=DeviceType.CUDA, link=0)]
     b = classify(evs)
     assert b.time_kind == "device_kernels" and b.steps == 1
-    assert b.per_step_s["gemm"] == pytest.approx(300e-6) and b.per_step_s["attention"] == pytest.approx(100e-6)
-    assert b.per_step_s["optimizer"] == pytest.approx(40e-6) and b.per_step_s["memory_bound"] == pytest.approx(50e-6)
-    assert b.per_step_s["other"] == 0 and b.total_s == pytest.approx(490e-6)
+    assert b.per_step_s["gemm"] == pytest.approx(320e-6) and b.per_step_s["attention"] == pytest.approx(100e-6)
+    assert b.per_step_s["optimizer"] == pytest.approx(40e-6) and b.per_step_s["memory_bound"] == pytest.approx(60e-6)
+    assert b.per_step_s["other"] == 0 and b.total_s == pytest.approx(520e-6)
     assert b.unlinked_s == pytest.approx(400e-6) and b.to_dict()["unlinked_s"] == pytest.approx(400e-6)
+    assert b.step_s == pytest.approx(1e-3) and b.kernel_links == {"linked": 4, "unlinked": 2}
+    assert b.to_dict()["kernel_links"] == {"linked": 4, "unlinked": 2}
     assert [kernel_class(n) for n in ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "sm90_xmma_gemm_bf16bf16",
-                                      "fmha_cutlassF_bf16_aligned", "elementwise_kernel", "some_kernel")] == \
-        ["communication", "gemm", "attention", "memory_bound", "other"]
+                                      "fmha_cutlassF_bf16_aligned", "elementwise_kernel", "some_kernel",
+                                      "GammaBetaBackwardCUDAKernelTemplate<float, float, 32u>")] == \
+        ["communication", "gemm", "attention", "memory_bound", "other", "memory_bound"]
+
+
+def test_classify_trace_reads_a_written_gpu_trace(tmp_path):
+    """A Chrome trace as Kineto writes it on a GPU (gzipped): host ops nest by time on their thread, kernels link to
+    their op by External id, the device-side annotations of the step and optimizer ranges are not counted."""
+    import gzip
+    import json
+
+    from workloads.profile import classify_trace
+
+    def x(cat, name, ts, dur, ext, pid=1, tid=1):
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+                "args": {"External id": ext}}
+
+    evs = [x("user_annotation", STEP_RANGE, 0, 1000, 1), x("cpu_op", "aten::linear", 10, 30, 2),
+           x("cpu_op", "aten::addmm", 12, 20, 3),  # nested in aten::linear
+           x("user_annotation", "Optimizer.step#AdamW.step", 800, 100, 4), x("cpu_op", "aten::_foreach_mul_", 810, 10, 5),
+           x("cpu_op", "aten::add", 40, 5, 6),
+           x("kernel", "nvjet_sm90_tst_256x128", 20, 300, 3, pid=0, tid=7),
+           x("kernel", "vectorized_elementwise_kernel", 320, 50, 6, pid=0, tid=7),
+           x("kernel", "multi_tensor_apply_kernel", 815, 60, 5, pid=0, tid=7),
+           x("gpu_user_annotation", STEP_RANGE, 15, 900, 9, pid=0, tid=7),
+           x("gpu_user_annotation", "Optimizer.step#AdamW.step", 812, 70, 9, pid=0, tid=7)]
+    path = tmp_path / "t.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": evs}).encode()))
+    b = classify_trace(path)
+    assert b.steps == 1 and b.step_s == pytest.approx(1e-3) and b.kernel_links == {"linked": 3, "unlinked": 0}
+    assert b.per_step_s["gemm"] == pytest.approx(300e-6) and b.per_step_s["memory_bound"] == pytest.approx(50e-6)
+    assert b.per_step_s["optimizer"] == pytest.approx(60e-6) and b.total_s == pytest.approx(410e-6)
+    cpu_only = tmp_path / "cpu.trace.json"
+    cpu_only.write_text(json.dumps({"traceEvents": evs[:6]}))
+    with pytest.raises(ValueError, match="no device kernels"):
+        classify_trace(cpu_only)

@@ -22,8 +22,11 @@ trace holds the kernels' own events (Kineto on CUDA), device time is taken from
 them instead (``time_kind="device_kernels"``): each kernel is charged to the
 class of the op that launched it, and a kernel no recorded op claims (seen on
 an H200 with torch 2.11 / CUDA 13: the ops' self device time covered 32-47% of
-the step where the GEMM FLOPs alone need more) is classed by its own name and
-reported as ``unlinked_s``. The class of an event is decided by the event
+the step where the GEMM FLOPs alone need more; a later run there linked none of
+its kernels) is classed by its own name and reported as ``unlinked_s``
+(``kernel_links`` counts both kinds). The device-side copies of host ranges
+(Kineto's ``gpu_user_annotation`` of the step range and of ``Optimizer.step``)
+are neither steps nor kernels. The class of an event is decided by the event
 itself or the nearest ancestor that names one (``aten::t`` under
 ``aten::linear`` is GEMM time; ``aten::add_`` under ``Optimizer.step`` is
 optimizer time), with the optimizer range winning over everything beneath it:
@@ -109,6 +112,9 @@ class ProfileBreakdown:
     time_kind: str  # self_cpu | self_device | device_kernels
     top_ops: list[tuple[str, str, float]] = field(default_factory=list)  # (name, class, s per step), largest first
     unlinked_s: float = 0.0  # device_kernels: kernel time per step that no recorded op claimed (classed by name)
+    #: device_kernels: in-step kernels by how they were classed ("linked": by their launching op, "unlinked": by
+    #: their own name), counts over the recorded steps
+    kernel_links: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_s(self) -> float:
@@ -120,8 +126,8 @@ class ProfileBreakdown:
     def to_dict(self) -> dict[str, Any]:
         return {"per_step_s": dict(self.per_step_s), "fraction_of_step": self.fractions(), "step_s": self.step_s,
                 "classified_total_s": self.total_s, "steps": self.steps, "time_kind": self.time_kind,
-                "unlinked_s": self.unlinked_s,
-                "top_ops": [list(t) for t in self.top_ops[:12]]}
+                "unlinked_s": self.unlinked_s, "kernel_links": dict(self.kernel_links),
+                "top_ops": [list(t) for t in self.top_ops[:20]]}
 
 
 def _ancestors(ev: Any) -> Iterable[Any]:
@@ -163,7 +169,10 @@ def classify(events: Sequence[Any], *, step_range: str = STEP_RANGE, device: boo
     ``events`` are :class:`torch.autograd.profiler_util.FunctionEvent` s (``prof.events()``);
     ``device``: use self device time (default: when any event has some).
     """
-    ranges = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == step_range)
+    # the host-side ranges only: Kineto also records each ``record_function`` range as a device-side annotation
+    # (``gpu_user_annotation``: the span of the range's kernels on the GPU) under the same name
+    ranges = sorted((e.time_range.start, e.time_range.end) for e in events
+                    if e.name == step_range and not _is_device_event(e))
     if not ranges:
         raise ValueError(f"profile: no {step_range!r} range among {len(events)} events; was the step wrapped?")
 
@@ -181,7 +190,7 @@ def classify(events: Sequence[Any], *, step_range: str = STEP_RANGE, device: boo
 
     n = len(ranges)
     step_s = sum(b - a for a, b in ranges) / n * 1e-6
-    kernels = [e for e in events if _is_device_event(e)] if device else []
+    kernels = _device_kernels(events) if device else []
     if kernels:
         return _classify_kernels(events, kernels, in_step, n, step_s, step_range)
     per: dict[str, float] = dict.fromkeys(CLASSES, 0.0)
@@ -207,11 +216,20 @@ def _is_device_event(e: Any) -> bool:
     return str(getattr(e, "device_type", "CPU")).split(".")[-1] != "CPU"
 
 
+def _device_kernels(events: Sequence[Any]) -> list[Any]:
+    """The device events that are work (kernels, memsets, copies), not the device-side copies of host ranges: a
+    ``record_function`` range (the step range, ``Optimizer.step#...``) is also recorded on the device as an
+    annotation spanning its kernels, under the host range's name. Counting those counted each step twice (seen
+    on an H200, torch 2.11: six step ranges for three steps, and the step's whole GPU span as one kernel)."""
+    host_names = {e.name for e in events if not _is_device_event(e)}
+    return [e for e in events if _is_device_event(e) and e.name not in host_names]
+
+
 _K_GEMM = re.compile(r"(gemm|gemv|cutlass|xmma|nvjet|cublas|hmma|wgmma|splitk|matmul)", re.I)
 _K_ATTN = re.compile(r"(flash|fmha|attention|sdpa)", re.I)
 _K_OPT = re.compile(r"(multi_tensor_apply|foreach|adam)", re.I)
 _K_MEM = re.compile(r"(elementwise|vectorized|reduce|norm|softmax|copy|memcpy|memset|index|cat|fill|cast|gather|"
-                    r"scatter|embedding|loss|gelu|relu|silu|unrolled|gru|lstm|rnn|dropout)", re.I)
+                    r"scatter|embedding|loss|gelu|relu|silu|unrolled|gru|lstm|rnn|dropout|gammabeta|backward)", re.I)
 
 
 def kernel_class(name: str) -> str:
@@ -253,6 +271,7 @@ def _classify_kernels(events: Sequence[Any], kernels: Sequence[Any], in_step: An
     per: dict[str, float] = dict.fromkeys(CLASSES, 0.0)
     by_op: dict[tuple[str, str], float] = {}
     unlinked = 0.0
+    links = {"linked": 0, "unlinked": 0}
     for k in kernels:
         t_us = float(k.time_range.end - k.time_range.start)
         if t_us <= 0:
@@ -260,18 +279,24 @@ def _classify_kernels(events: Sequence[Any], kernels: Sequence[Any], in_step: An
         link = getattr(k, "linked_correlation_id", 0) or 0
         if link and link in op_class_by_id:
             c = op_class_by_id[link]
+            if c in ("memory_bound", "other"):  # an op running mixed kernels (cuDNN's RNN: its GEMMs and its
+                kc = kernel_class(k.name)       # element-wise cells): a GEMM/attention/NCCL kernel keeps its class
+                c = kc if kc in ("gemm", "attention", "communication") else c
+            links["linked"] += 1
         elif link and link in op_ids_outside:
             continue  # launched by an op outside the recorded steps
         elif in_step(k.time_range.start):
             c = kernel_class(k.name)
             unlinked += t_us
+            links["unlinked"] += 1
         else:
             continue
         per[c] += t_us
         by_op[(k.name, c)] = by_op.get((k.name, c), 0.0) + t_us
     top = sorted(((a, b, v * 1e-6 / n) for (a, b), v in by_op.items()), key=lambda x: -x[2])
     return ProfileBreakdown(per_step_s={k: v * 1e-6 / n for k, v in per.items()}, step_s=step_s, steps=n,
-                            time_kind="device_kernels", top_ops=top[:20], unlinked_s=unlinked * 1e-6 / n)
+                            time_kind="device_kernels", top_ops=top[:20], unlinked_s=unlinked * 1e-6 / n,
+                            kernel_links=links)
 
 
 class StepProfiler:
@@ -372,6 +397,58 @@ def default_trace_path(directory: str | os.PathLike[str], workload: str) -> Path
     return Path(directory) / f"{workload}-{stamp}-{os.getpid()}.trace.json"
 
 
+#: Chrome-trace event categories (Kineto's ``cat``) read back by :func:`trace_events`: host ranges and ops, and
+#: device work; the device-side annotations are read too (:func:`classify` leaves them out by name)
+_HOST_CATS = ("cpu_op", "user_annotation")
+_DEVICE_CATS = ("kernel", "gpu_memset", "gpu_memcpy", "gpu_user_annotation")
+
+
+def trace_events(path: str | os.PathLike[str]) -> list[Any]:
+    """The events of a written Chrome/Perfetto trace (``.json`` or ``.json.gz``) as the profiler's event objects
+    look to :func:`classify`: host ops and ranges with their parent (nesting on the same thread) and their
+    ``External id``; device kernels, memsets and copies linked to the op that launched them by the same id. Lets
+    a saved trace be classified again (e.g. a trace from a GPU, read on a CPU machine), and links kernels by the
+    trace's own ids where the in-process events were not linked."""
+    import gzip
+    from types import SimpleNamespace as NS
+
+    raw = Path(path).read_bytes()
+    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    evs = data.get("traceEvents", []) if isinstance(data, dict) else data
+    out: list[Any] = []
+    by_thread: dict[tuple[Any, Any], list[Any]] = {}
+    for e in evs:
+        cat, dur = e.get("cat"), e.get("dur")
+        if e.get("ph") != "X" or dur is None or cat not in _HOST_CATS + _DEVICE_CATS:
+            continue
+        ext = (e.get("args") or {}).get("External id")
+        start = float(e["ts"])
+        ev = NS(name=str(e.get("name", "")), time_range=NS(start=start, end=start + float(dur)), cpu_parent=None,
+                self_cpu_time_total=0.0, self_device_time_total=0.0,
+                device_type="DeviceType.CUDA" if cat in _DEVICE_CATS else "DeviceType.CPU",
+                id=None if cat in _DEVICE_CATS else ext, linked_correlation_id=(ext or 0) if cat in _DEVICE_CATS else 0)
+        out.append(ev)
+        if cat in _HOST_CATS:
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(ev)
+    for thread in by_thread.values():  # nesting: the innermost enclosing range on the same thread is the parent
+        stack: list[Any] = []
+        for ev in sorted(thread, key=lambda x: (x.time_range.start, -x.time_range.end)):
+            while stack and stack[-1].time_range.end < ev.time_range.end:
+                stack.pop()
+            ev.cpu_parent = stack[-1] if stack else None
+            stack.append(ev)
+    return out
+
+
+def classify_trace(path: str | os.PathLike[str], *, step_range: str = STEP_RANGE) -> ProfileBreakdown:
+    """:func:`classify` of a written trace (:func:`trace_events`) by its device kernels (a trace without any, e.g.
+    from a CPU run, has no self times to classify here: ValueError)."""
+    evs = trace_events(path)
+    if not any(_is_device_event(e) for e in evs):
+        raise ValueError(f"profile: {path}: no device kernels in the trace (classify_trace reads GPU traces)")
+    return classify(evs, step_range=step_range, device=True)
+
+
 def trace_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A cheap check of a written trace: event count and names of the step ranges (for tests and the CLI)."""
     data = json.loads(Path(path).read_text())
@@ -379,5 +456,5 @@ def trace_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {"events": len(evs), "step_ranges": sum(1 for e in evs if e.get("name") == STEP_RANGE)}
 
 
-__all__ = ["CLASSES", "STEP_RANGE", "ProfileBreakdown", "StepProfiler", "classify", "op_class",
-           "default_trace_path", "trace_summary"]
+__all__ = ["CLASSES", "STEP_RANGE", "ProfileBreakdown", "StepProfiler", "classify", "classify_trace", "op_class",
+           "default_trace_path", "trace_events", "trace_summary"]
