@@ -313,6 +313,27 @@ GPU_CONFIGS = (
     Config("gru h512 L2 c256 b256", "timeseries_forecaster", {"hidden": 512, "layers": 2, "context": 256,
                                                               "batch_size": 256, "lr": 1e-3}),
 )
+#: ``--holdout``: a second GPU set, chosen after the step model's GPU terms (autocast traffic, the torch optimizer
+#: phase, per-phase host/device overlap, cuDNN's recurrent launches) were derived from runs of GPU_CONFIGS, so
+#: those runs are development data and these configs the held-out test of the change: other widths (640-3072),
+#: depths, sequence lengths (512-4096), batches, head sizes, with and without checkpointing; MLPs and GRUs of
+#: other sizes
+GPU_HOLDOUT_CONFIGS = (
+    _lm(640, 6, 10, 512, 16),  # 8k tokens, 30M parameters: host-bound
+    _lm(768, 6, 12, 1024, 16),
+    _lm(1280, 10, 10, 1024, 16),
+    _lm(2048, 4, 16, 4096, 4),
+    _lm(1024, 12, 16, 512, 32, ckpt=True),
+    _lm(2560, 6, 20, 1024, 8),
+    _lm(1536, 8, 12, 2048, 8, ckpt=True),
+    _lm(3072, 4, 24, 1024, 8),
+    Config("mlp h2048 d6 b2048", "mlp_regressor", {"hidden": 2048, "depth": 6, "batch_size": 2048}),
+    Config("mlp h8192 d3 b8192", "mlp_regressor", {"hidden": 8192, "depth": 3, "batch_size": 8192}),
+    Config("gru h256 L1 c128 b128", "timeseries_forecaster", {"hidden": 256, "layers": 1, "context": 128,
+                                                              "batch_size": 128, "lr": 1e-3}),
+    Config("gru h1024 L2 c128 b128", "timeseries_forecaster", {"hidden": 1024, "layers": 2, "context": 128,
+                                                               "batch_size": 128, "lr": 1e-3}),
+)
 GPU_SMOKE_CONFIGS = (_lm(64, 2, 4, 64, 4), _lm(64, 2, 4, 64, 4, ckpt=True),
                      Config("mlp h64 d2 b64", "mlp_regressor", {"hidden": 64, "depth": 2, "batch_size": 64}))
 #: on a GPU every workload runs in bf16 autocast without a synchronize at each phase boundary (the step still ends
@@ -550,8 +571,9 @@ def replay(path: str | Path) -> dict[str, Any]:
     meta = d.get("meta") or {}
     if not d.get("points"):
         raise SystemExit(f"predictor_closed_loop: {path}: no 'points' (recorded before runs kept them); cannot replay")
-    gpu = meta.get("plan") in ("gpu", "gpu-smoke")
-    plan = {c.name: c for c in ((GPU_SMOKE_CONFIGS if meta.get("plan") == "gpu-smoke" else GPU_CONFIGS) if gpu
+    gpu = meta.get("plan") in ("gpu", "gpu-smoke", "gpu-holdout")
+    plan = {c.name: c for c in ({"gpu-smoke": GPU_SMOKE_CONFIGS, "gpu-holdout": GPU_HOLDOUT_CONFIGS}.get(
+        meta.get("plan"), GPU_CONFIGS) if gpu
                                 else (*CONFIGS, *QUICK_CONFIGS))}
     pts = [KernelPoint(kernel=p["kernel"], params=p["params"], metrics=p["metrics"], origin="measured",
                        where=f"(recorded run {meta.get('date_utc', '?')})") for p in d["points"]]
@@ -588,6 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "bench / hweval train measure)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-config profile (breakdown)")
     ap.add_argument("--json", default=None, help="write the rows and summary here")
+    ap.add_argument("--holdout", action="store_true", help="with --device cuda: the held-out GPU configs "
+                    "(GPU_HOLDOUT_CONFIGS) instead of the development ones")
     ap.add_argument("--keep-traces", default=None, metavar="DIR", help="keep each config's profiler trace "
                     "(Chrome/Perfetto JSON) in DIR")
     ap.add_argument("--device", default="cpu", help="cpu (this machine's plan) or cuda[:N] (the GPU plan: bf16 "
@@ -638,7 +662,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()), "torch": torch.__version__,
             "clock": a.clock}
     node = this_node(a.node, a.device)
-    meta.update(device=a.device, node=node.id, plan="gpu-smoke" if a.gpu_smoke else ("gpu" if gpu_plan else "cpu"))
+    meta.update(device=a.device, node=node.id, plan="gpu-smoke" if a.gpu_smoke else (
+        ("gpu-holdout" if a.holdout else "gpu") if gpu_plan else "cpu"))
     if a.device.startswith("cuda"):
         meta["gpu"] = torch.cuda.get_device_name(0)
     with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-store-") as sdir:
@@ -651,7 +676,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cals = calibrations(points, node)
     t_cal = time.perf_counter() - t0
     print(f"calibrated {cals['stream'].node_id} in {t_cal:.0f} s; measuring workloads ...", flush=True)
-    configs = (GPU_SMOKE_CONFIGS if a.gpu_smoke else GPU_CONFIGS) if gpu_plan else (
+    configs = (GPU_SMOKE_CONFIGS if a.gpu_smoke else (GPU_HOLDOUT_CONFIGS if a.holdout else GPU_CONFIGS)) \
+        if gpu_plan else (
         QUICK_CONFIGS if a.quick else CONFIGS)
     failed: list[dict[str, str]] = []
     rows = closed_loop(configs, cals, threads=a.threads, timed_steps=a.timed_steps,

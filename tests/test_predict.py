@@ -943,10 +943,10 @@ def test_gpu_step_pays_host_time_only_beyond_the_device_time(cat):
     from hwmodels.predict.predictor import host_bound_overhead, predict_workload
 
     gpu = calibrate(cat.get("h200-sxm"))
-    assert host_bound_overhead(gpu, 0.004, 0.010) == 0.0 and host_bound_overhead(gpu, 0.014, 0.010) == \
+    assert host_bound_overhead(gpu, ((0.004, 0.010),)) == 0.0 and host_bound_overhead(gpu, ((0.014, 0.010),)) == \
         pytest.approx(0.004)
     cpu = calibrate(cat.get("cpu-epyc-zen4-2c"))
-    assert cpu.serial_dispatch and host_bound_overhead(cpu, 0.004, 0.010) == 0.004
+    assert cpu.serial_dispatch and host_bound_overhead(cpu, ((0.004, 0.010),)) == 0.004
     cfg = {"width": 256, "layers": 2, "heads": 4, "seq_len": 128, "vocab": 256, "mlp_ratio": 4, "batch_size": 8,
            "precision": "bf16_autocast"}
     base = predict_workload("transformer_lm", cfg, gpu, attention="flash")

@@ -12,8 +12,11 @@ import pytest
 
 from hwcore.errors import InputError
 from hwmodels.catalog import default_catalog
+from hwmodels.errors import ModelInputError
 from hwmodels.predict import KernelPoint, calibrate
-from hwmodels.predict.predictor import generic_step_time, step_times
+from hwmodels.predict import ops as O
+from hwmodels.predict.calibration import STEP_OVERHEAD_S
+from hwmodels.predict.predictor import generic_step_time, host_bound_overhead, predict_workload, step_times
 from hwmodels.predict.layout import Layout
 from hwmodels.predict.spec import from_workload
 
@@ -111,18 +114,25 @@ def test_host_time_enters_a_cpu_step_in_full_and_a_gpu_step_beyond_its_device_wo
     ck = step_times(spec, cal, Layout(dp=1, micro_batch=16, sharding="none", recompute="full", precision="fp32"),
                     global_batch=16)
     assert ck.overhead - with_probe.overhead == pytest.approx(2 * 31 * 2e-6)
-    # a GPU queues kernels asynchronously: the host's time counts only beyond the device's work, so this tiny
-    # model is host-bound there and a large one is not
+    # a GPU queues kernels asynchronously: per phase (forward + backward; the optimizer), the host's time counts
+    # only beyond that phase's device work, so this tiny model is host-bound there and a large one is not; with
+    # the host's work measured, the fixed per-step guess (STEP_OVERHEAD_S) gives way to two launch floors
     gpu = default_catalog().get("h100-sxm")
     gcal = calibrate(gpu, _points())
+    assert gcal.step_overhead_s.value == pytest.approx(2 * 2e-6) and gcal.step_overhead_s.kind == "measured"
+    assert calibrate(gpu, []).step_overhead_s.value == pytest.approx(STEP_OVERHEAD_S)
     g1 = step_times(spec, gcal, lay, global_batch=16)
-    g0 = step_times(spec, calibrate(gpu, []), lay, global_batch=16)
-    host = n_ops * 10e-6 + gcal.optimizer_host_time(spec.param_tensors())
-    device = g1.compute + g1.memory_bound + g1.exposed_comm + g1.bubble
-    assert host > device and g1.overhead == pytest.approx(g0.overhead + host - device)
+    opt = O.optimizer_op(spec.n_params(), "fp32")
+    d_opt = gcal.memory_time(opt.nbytes, opt.launches)
+    host_fb, host_opt = n_ops * 10e-6, gcal.optimizer_host_time(spec.param_tensors())
+    device_fb = g1.compute + g1.memory_bound - d_opt + g1.exposed_comm + g1.bubble
+    assert host_fb > device_fb and host_opt > d_opt
+    assert g1.overhead == pytest.approx(2 * 2e-6 + host_fb - device_fb + host_opt - d_opt)
     big = from_workload("transformer_lm", {"layers": 8, "width": 2048, "heads": 16, "seq_len": 2048})
     b1 = step_times(big, gcal, lay, global_batch=16)
-    assert b1.overhead == pytest.approx(step_times(big, calibrate(gpu, []), lay, global_batch=16).overhead)
+    assert b1.overhead == pytest.approx(gcal.step_overhead_s.value)
+    assert host_bound_overhead(gcal, ((0.004, 0.001), (0.001, 0.004))) == pytest.approx(0.003)  # not pooled
+    assert host_bound_overhead(cal, ((0.004, 0.001), (0.001, 0.004))) == pytest.approx(0.005)  # a CPU pays all
 
 
 def test_generic_step_charges_the_gru_cell_ops():
@@ -134,6 +144,18 @@ def test_generic_step_charges_the_gru_cell_ops():
                                           + cal.optimizer_host_time(spec.param_tensors))
     assert spec.host_ops() >= 64 * 14
     assert all(math.isfinite(v) for v in b.values())
+    # on a GPU cuDNN runs the recurrent loop inside one call: its steps dispatch no ops, each launches two kernels
+    # (forward, backward) per recurrent op, charged at the launch floor
+    gcal = calibrate(default_catalog().get("h100-sxm"), _points())
+    assert spec.host_ops(serial=False) == spec.host_ops() - 64 * 14 and spec.sequential_launches() == 2 * 2 * 64
+    g = generic_step_time(spec, gcal, batch=32)
+    host_fb = spec.host_ops(serial=False) * 10e-6 + spec.sequential_launches() * gcal.launch_s.value
+    d_opt = gcal.memory_time(spec.params * 28.0, 4.0)
+    host_opt = gcal.optimizer_host_time(spec.param_tensors)
+    assert g["overhead"] == pytest.approx(gcal.step_overhead_s.value + max(host_fb - (g["compute"] + g["memory_bound"]
+                                                                                      - d_opt), 0.0)
+                                          + max(host_opt - d_opt, 0.0))
+    assert spec.sequential_launches() * gcal.launch_s.value < 64 * 14 * 10e-6  # far below a per-op dispatch
 
 
 @pytest.mark.parametrize("mode", ["forward", "train", "optimizer"])
@@ -193,3 +215,34 @@ def test_framework_factor_does_not_divide_the_attention_kernel():
     assert attn > 0.2 * (cf + cb)  # long sequence: attention is a large share
     assert one.compute == pytest.approx(4 * (cf + cb) + hf + hb)
     assert half.compute == pytest.approx(2 * (4 * (cf + cb - attn) + hf + hb) + 4 * attn)
+
+
+def test_suite_optimizer_phase_bytes_follow_torch_adamw():
+    """The suite's torch optimizer phase, counted from torch's AdamW passes (ops.TORCH_*): foreach 72 B per
+    parameter, + 8 with weight decay, + 12 for the gradient clip; fused 28 (+ 12)."""
+    assert O.TorchOptimizer("foreach", weight_decay=False, grad_clip=True).bytes_per_param() == 84.0
+    assert O.TorchOptimizer("foreach", weight_decay=True, grad_clip=True).bytes_per_param() == 92.0
+    assert O.TorchOptimizer("fused", weight_decay=True, grad_clip=False).bytes_per_param() == 28.0
+    assert O.optimizer_op(1e6, "bf16", O.TorchOptimizer("default")).nbytes == pytest.approx(84e6)
+    assert O.optimizer_op(1e6, "bf16").nbytes == pytest.approx(30e6)  # published runs: a fused mixed-precision Adam
+    with pytest.raises(ModelInputError, match="optimizer_impl"):
+        O.TorchOptimizer("sgd").bytes_per_param()
+
+
+def test_autocast_traffic_of_a_layer():
+    """bf16 autocast over fp32 parameters: per layer (t tokens, d width, W weights) forward 2 x 10 t d (norms
+    in fp32 + the cast of their output) + 2 x 4 t d (fp32 residual adds) + 6 W (weight casts); backward
+    2 x 18 t d + 2 x 6 t d + 6 W; a full recompute repeats the forward part; predict_workload applies it to a
+    bf16_autocast run only."""
+    spec = from_workload("transformer_lm", {"layers": 2, "width": 256, "heads": 4, "seq_len": 128})
+    t, d, w = 4 * 128, 256, spec.layer_params()
+    ops = {o.phase: o.nbytes for o in O.autocast_ops(spec, micro_batch=4, seq_len=128, recompute="full")}
+    assert ops["fwd"] == pytest.approx(28 * t * d + 6 * w) and ops["recompute"] == ops["fwd"]
+    assert ops["bwd"] == pytest.approx(48 * t * d + 6 * w)
+    cal = calibrate(default_catalog().get("h100-sxm"), _points())
+    cfg = {"layers": 2, "width": 256, "heads": 4, "seq_len": 128, "batch_size": 4, "precision": "bf16_autocast"}
+    ac = predict_workload("transformer_lm", cfg, cal, attention="flash")
+    pure = predict_workload("transformer_lm", {**cfg, "precision": "bf16"}, cal, attention="flash")
+    extra = sum(cal.memory_time(o.nbytes, o.launches) for o in O.autocast_ops(spec, micro_batch=4, seq_len=128))
+    assert ac["breakdown_s"]["memory_bound"] - pure["breakdown_s"]["memory_bound"] == pytest.approx(2 * extra)
+    assert ac["breakdown_s"]["compute"] == pytest.approx(pure["breakdown_s"]["compute"])

@@ -673,14 +673,19 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         launch = Rate(value=LAUNCH_FLOOR_S.get(kind, 5e-6), kind="datasheet", rel_sigma=0.5,
                       source="per-kernel launch floor, typical figure (module LAUNCH_FLOOR_S)")
 
+    step_oh = Rate(value=STEP_OVERHEAD_S if kind != "cpu" else 1e-4, kind="datasheet", rel_sigma=0.5,
+                   source="fixed per-step host overhead (module STEP_OVERHEAD_S, assumption)")
+    if kind != "cpu" and host_op is not None:  # the host's own work per step is measured: no fixed guess for it
+        step_oh = Rate(value=2.0 * launch.value, kind=host_op.kind, rel_sigma=0.5,
+                       source="two launch floors per step (the loss's host sync, the next step's first launch); the "
+                              "host's work per step from the dispatch probe (STEP_OVERHEAD_S not used)")
     comms = _comms(node, pts, pub, use_published)
     return Calibration(
         node_id=nid, kind=kind, peak=peak, matmul_eff_max=eff, units=_units(node), mem_bw=mem, attention_eff=attn,
         launch_s=launch, comms=comms,
         overlap=Rate(value=OVERLAP, kind="datasheet", rel_sigma=0.1,
                      source="fraction of overlappable communication hidden (module OVERLAP, assumption)"),
-        step_overhead_s=Rate(value=STEP_OVERHEAD_S if kind != "cpu" else 1e-4, kind="datasheet", rel_sigma=0.5,
-                             source="fixed per-step host overhead (module STEP_OVERHEAD_S, assumption)"),
+        step_overhead_s=step_oh,
         accelerators_per_node=node.accelerators_per_node,
         scale_up_size=max(1, int(getattr(node, "scale_up_size", 0) or node.accelerators_per_node)),
         memory_capacity_bytes=node.memory_capacity_bytes,

@@ -77,6 +77,40 @@ OP_KINDS = ("gemm", "attention", "memory", "collective")
 ATTENTION = ("flash", "materialized")
 GRAD_REDUCE_BYTES = 4.0  # fp32 gradient reduction (PyTorch DDP/AMP grads, Megatron main_grads, FSDP reduce_dtype fp32)
 ADAM_BYTES = {"mixed": 30.0, "fp32": 28.0}
+#: bytes per parameter of one optimizer phase of the suite's own torch workloads (``workloads/torch/backend.py``:
+#: ``clip_grad_norm_`` + ``AdamW.step`` + ``zero_grad(set_to_none)``, fp32 parameters, gradients and moments), by
+#: AdamW implementation, counted from torch's source (``torch/optim/adam.py``, one pass per op, 4-byte elements):
+#: ``foreach`` (``_multi_tensor_adam``, not capturable): ``_foreach_lerp_`` of m towards g (read m, g, write m: 12),
+#: ``_foreach_mul_`` of v (8), ``_foreach_addcmul_`` g*g into v (12), ``_foreach_sqrt`` of v into a temporary (8),
+#: ``_foreach_div_`` and ``_foreach_add_`` (eps) on it (8 + 8), ``_foreach_addcdiv_`` into p (16): 72; a non-zero
+#: weight decay adds ``_foreach_mul_`` on p (8). ``fused`` (``_fused_adamw``: one kernel reads p, g, m, v and
+#: writes p, m, v): 28, weight decay inside. ``default`` is foreach on a GPU; on a CPU torch takes the per-tensor
+#: loop, the same passes. A gradient clip adds ``_foreach_norm`` (read g, 4) and ``_foreach_mul_`` by the clip
+#: coefficient (read + write g, 8): 12.
+TORCH_ADAM_BYTES = {"foreach": 72.0, "default": 72.0, "fused": 28.0}
+TORCH_WEIGHT_DECAY_BYTES = {"foreach": 8.0, "default": 8.0, "fused": 0.0}
+TORCH_CLIP_BYTES = 12.0
+#: launches of the Adam step (one multi-tensor kernel per foreach op and chunk of tensors; the fused kernel)
+TORCH_ADAM_LAUNCHES = {"foreach": 7, "default": 7, "fused": 1}
+
+
+@dataclass(frozen=True)
+class TorchOptimizer:
+    """The suite's torch optimizer phase: AdamW implementation, whether weight decay and the gradient clip run."""
+
+    impl: str = "foreach"
+    weight_decay: bool = False
+    grad_clip: bool = True
+
+    def bytes_per_param(self) -> float:
+        if self.impl not in TORCH_ADAM_BYTES:
+            raise choices_error("optimizer_impl", self.impl, TORCH_ADAM_BYTES)
+        return (TORCH_ADAM_BYTES[self.impl] + (TORCH_WEIGHT_DECAY_BYTES[self.impl] if self.weight_decay else 0.0)
+                + (TORCH_CLIP_BYTES if self.grad_clip else 0.0))
+
+    def launches(self) -> int:
+        return (TORCH_ADAM_LAUNCHES[self.impl] + (1 if self.weight_decay and self.impl != "fused" else 0)
+                + (2 if self.grad_clip else 0))
 #: fp8 training: which GEMMs run in fp8, and what bringing their operands to fp8 costs.
 #: The transformer-block linears run all three GEMMs in fp8 (forward, data gradient, weight gradient), in
 #: TransformerEngine (te.Linear / LayerNormLinear / LayerNormMLP: fprop E4M3, dgrad/wgrad with E5M2 gradients in the
@@ -248,9 +282,36 @@ def head_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, pr
     return ops
 
 
-def optimizer_op(local_params: float, precision: str) -> Op:
+def optimizer_op(local_params: float, precision: str, torch_opt: TorchOptimizer | None = None) -> Op:
+    """The optimizer step on ``local_params`` parameters: a fused Adam's traffic (``ADAM_BYTES``), or, for the
+    suite's own torch workloads, that of their optimizer phase (:class:`TorchOptimizer`)."""
+    if torch_opt is not None:
+        return Op(name="adamw." + torch_opt.impl, kind="memory", phase="step",
+                  nbytes=local_params * torch_opt.bytes_per_param(), launches=torch_opt.launches())
     nb = local_params * ADAM_BYTES["fp32" if precision == "fp32" else "mixed"]
     return Op(name="adam", kind="memory", phase="step", nbytes=nb, launches=4)  # multi-tensor apply: a few launches
+
+
+def autocast_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, recompute: str = "none") -> list[Op]:
+    """What bf16 autocast over fp32 parameters (``torch.autocast``, the suite's ``bf16_autocast``) moves on top of
+    :func:`layer_ops` priced at 2 bytes, for one layer and one micro-batch (t = b s tokens, d = d_model): the
+    residual stream stays fp32 and autocast runs LayerNorm in fp32, so each norm reads and writes 4 bytes and its
+    output is cast to bf16 for the next linear (4 + 4 + 6 = 14 B per element against 2 + 2), each residual add reads
+    fp32 and bf16 and writes fp32 (10 B against 6); backward, each norm's gradient arrives in bf16 and is cast up
+    (6), runs in fp32 (read dy and x, write dx, 12) with its gamma/beta reduction reading both again (8) (26 B
+    against 8), and each branch's bf16 gradient is cast up before it joins the fp32 residual gradient (6). Every
+    weight matrix (``spec.layer_params``) is cast to bf16 at each use in the forward (read 4, write 2) and its bf16
+    weight gradient cast back to the fp32 ``.grad`` (6). A full recompute repeats the forward part."""
+    t, d = micro_batch * seq_len, spec.d_model
+    w = float(spec.layer_params())
+    fwd = 2 * (14.0 - 4.0) * t * d + 2 * (10.0 - 6.0) * t * d + 6.0 * w
+    bwd = 2 * (26.0 - 8.0) * t * d + 2 * 6.0 * t * d + 6.0 * w
+    ops = [Op(name="autocast", kind="memory", phase="fwd", nbytes=fwd, launches=4 + spec.param_tensors_per_layer()),
+           Op(name="autocast.bwd", kind="memory", phase="bwd", nbytes=bwd, launches=4 + spec.param_tensors_per_layer())]
+    if recompute == "full":
+        ops.append(Op(name="autocast", kind="memory", phase="recompute", nbytes=fwd,
+                      launches=4 + spec.param_tensors_per_layer()))
+    return ops
 
 
 def dp_collectives(*, sharding: str, local_params: float, layer_params_local: float, n_layers_local: float,

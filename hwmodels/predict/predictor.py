@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -109,6 +110,16 @@ def layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, re
         return rc
     keep = _layer_cost(cal, spec, tp, mb, seq, "none", sp, attention, precision, cp)
     return tuple(share * a + (1.0 - share) * b for a, b in zip(rc, keep))
+
+
+@lru_cache(maxsize=1_000)
+def _autocast_cost(cal: Calibration, spec: ModelSpec, mb: int, seq: int, recompute: str, share: float) -> float:
+    """Seconds of one layer's autocast traffic (:func:`.ops.autocast_ops`) per micro-batch; a full recompute on
+    ``share`` of the layers repeats the forward part there."""
+    t = 0.0
+    for op in O.autocast_ops(spec, micro_batch=mb, seq_len=seq, recompute=recompute):
+        t += cal.memory_time(op.nbytes, op.launches) * (share if op.phase == "recompute" else 1.0)
+    return t
 
 
 @lru_cache(maxsize=10_000)
@@ -202,8 +213,13 @@ def _grad_window_mbs(pp: int, v: int, m: int) -> float:
 
 def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
                attention: str = "flash", eta: float = 1.0, comm_eff: float = 1.0, overlap_cost: float = 0.0,
-               memory_only: bool = False) -> StepTimes:
+               memory_only: bool = False, autocast: bool = False,
+               torch_optimizer: O.TorchOptimizer | None = None) -> StepTimes:
     """The step model of the module docstring for one layout.
+
+    ``autocast``: the step runs under bf16 autocast over fp32 parameters (the suite's own ``bf16_autocast``
+    workloads) and moves :func:`.ops.autocast_ops` on top of the 16-bit element-wise traffic; ``torch_optimizer``:
+    the optimizer phase is the suite's torch one (:class:`.ops.TorchOptimizer`) instead of a fused Adam.
 
     ``eta`` divides compute and memory-bound time, ``comm_eff`` every collective's time (both 1 = the
     calibrated rates as they are), ``overlap_cost`` the share of the hidden collective time (DP/FSDP, and TP with
@@ -257,14 +273,21 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         lvl, rpn = place["pp"]
         p2p = 2.0 * v * collective_time(cal, kind="send_recv", size_bytes=size, ranks=2, level=lvl,
                                         ranks_per_node=rpn) / comm_eff
+    if autocast:
+        if tp > 1 or cp > 1:
+            raise ModelInputError(f"autocast traffic is modelled for one rank per model replica (tp = cp = 1), "
+                                  f"got tp={tp}, cp={cp}")
+        m_stage += stage_layers * _autocast_cost(cal, spec, mbs, s_loc, layout.recompute,
+                                                 layout.recompute_layers) / eta
     t_stage = c_stage + m_stage + layer_comm + p2p
     compute = m * c_stage
     memory = m * m_stage
     # optimizer step on the local (sharded) optimizer state
     local = spec.n_params() / (tp * pp)
     opt_params = local / dps if layout.sharding in ("zero1", "shard_grad_op", "full_shard") else local
-    opt = O.optimizer_op(opt_params, layout.precision)
-    memory += cal.memory_time(opt.nbytes, opt.launches) / eta
+    opt = O.optimizer_op(opt_params, layout.precision, torch_optimizer)
+    opt_s = cal.memory_time(opt.nbytes, opt.launches) / eta
+    memory += opt_s
     # data-parallel collectives
     lvl, rpn = place["dp"]
     dpc = dp * cp  # the gradient group: DP x CP
@@ -316,12 +339,13 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     exposed = m * (layer_comm + p2p) + dp_exposed + overlap_cost * hidden
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     host = 0.0
-    if cal.host_op_s is not None:  # a measured dispatch probe: the host's own time per step
+    if cal.host_op_s is not None:  # a measured dispatch probe: the host's own time per step, by phase
         fwd_ops = stage_layers * spec.host_ops_per_layer() + spec.host_ops_outside_layers()
-        host = cal.host_time(m * fwd_ops, spec.param_tensors())
+        host_fb = m * fwd_ops * cal.host_op_s.value
         if layout.recompute == "full":
-            host += m * layout.recompute_layers * stage_layers * spec.host_ops_per_layer() * cal.launch_s.value
-        host = host_bound_overhead(cal, host, compute + memory + exposed + bubble)
+            host_fb += m * layout.recompute_layers * stage_layers * spec.host_ops_per_layer() * cal.launch_s.value
+        host = host_bound_overhead(cal, ((host_fb, compute + memory - opt_s + exposed + bubble),
+                                         (cal.optimizer_host_time(spec.param_tensors()), opt_s)))
     return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
                      overhead=cal.step_overhead_s.value + host, model_flops=model_f, hardware_flops=hw_f, memory=mem,
                      microbatches=m, comm_total=m * (stage_layers * (tp_layer + cp_layer) + p2p) + dp_total,
@@ -625,20 +649,23 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
 
 
 # ------------------------------------------------------------------ generic (CPU) workloads
-def host_bound_overhead(cal: Calibration, host_s: float, device_s: float) -> float:
-    """What the host's own time per step (``host_s``: dispatching the eager ops and the optimizer phase) adds to a
-    step whose device work takes ``device_s``. A serial-dispatch node (a CPU runs each op on the thread that
-    dispatched it) pays all of it; an asynchronous one (a GPU queues kernels while the host runs ahead, and the
-    step ends at the loss's host sync) pays only what exceeds the device's time: the step lasts the longer of the
-    two, so a small model is host-bound and a large one device-bound."""
+def host_bound_overhead(cal: Calibration, phases: Sequence[tuple[float, float]]) -> float:
+    """What the host's own time per step adds to the step's device work, given per phase (host seconds, device
+    seconds): the forward + backward (dispatching the eager ops) and the optimizer phase. A serial-dispatch node
+    (a CPU runs each op on the thread that dispatched it) pays all the host time; an asynchronous one (a GPU
+    queues kernels while the host runs ahead) pays, per phase, only what exceeds that phase's device time: the
+    phases do not overlap each other, since the loss's host sync ends the backward and the next step's batch copy
+    (from pageable memory, ordered on the stream) waits for the optimizer's kernels. So a small model is
+    host-bound and a large one device-bound, phase by phase."""
     if cal.serial_dispatch:
-        return host_s
-    return max(host_s - device_s, 0.0)
+        return sum(h for h, _ in phases)
+    return sum(max(h - d, 0.0) for h, d in phases)
 
 
 def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precision: str = "fp32",
-                      recompute: bool = False) -> dict[str, float]:
-    """Step time of a GRU/MLP workload on one device: fwd + 2x bwd GEMMs and 3x element-wise traffic."""
+                      recompute: bool = False, torch_optimizer: O.TorchOptimizer | None = None) -> dict[str, float]:
+    """Step time of a GRU/MLP workload on one device: fwd + 2x bwd GEMMs and 3x element-wise traffic; the
+    optimizer phase a fused Adam's 28 bytes per parameter, or the suite's torch phase (``torch_optimizer``)."""
     e = 4.0 if precision == "fp32" else 2.0
     comp = mem = 0.0
     for op in spec.ops:
@@ -646,20 +673,32 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
             steps = op.sequential
             m = op.m * batch // steps
             t = 0.0
-            for (mm, nn, kk) in ((m, op.n, op.k), (m, op.k, op.n), (op.k, op.n, m)):
+            for i, (mm, nn, kk) in enumerate(((m, op.n, op.k), (m, op.k, op.n), (op.k, op.n, m))):
+                if i == 2 and steps > 1 and not cal.serial_dispatch:  # cuDNN: one weight-gradient GEMM over all
+                    t += cal.gemm_time(max(op.k, 1), max(op.n, 1), max(m * steps, 1), precision, e)  # steps
+                    continue
                 t += cal.gemm_time(max(mm, 1), max(nn, 1), max(kk, 1), precision, e) * steps
             if recompute:
                 t += cal.gemm_time(max(m, 1), op.n, op.k, precision, e) * steps
             comp += t
         else:
             nb = op.elements * batch * e * op.passes
-            mem += 3.0 * cal.memory_time(nb / op.sequential, 1.0) * op.sequential
-    opt = cal.memory_time(spec.params * 28.0, 4.0)
-    n_ops = spec.host_ops()
-    host = cal.host_time(n_ops, spec.param_tensors)
-    if recompute and cal.host_op_s is not None:
-        host += n_ops * cal.launch_s.value  # the recomputed forward dispatches its ops again
-    host = host_bound_overhead(cal, host, comp + mem + opt)
+            if op.sequential > 1 and not cal.serial_dispatch:  # cuDNN: a forward and a backward cell kernel a step
+                mem += (cal.memory_time(nb / op.sequential, 1.0) + cal.memory_time(2.0 * nb / op.sequential, 1.0)) \
+                    * op.sequential
+            else:
+                mem += 3.0 * cal.memory_time(nb / op.sequential, 1.0) * op.sequential
+    o = O.optimizer_op(spec.params, precision, torch_optimizer) if torch_optimizer else None
+    opt = cal.memory_time(o.nbytes, o.launches) if o else cal.memory_time(spec.params * 28.0, 4.0)
+    n_ops = spec.host_ops(serial=cal.serial_dispatch)
+    host_fb = 0.0
+    if cal.host_op_s is not None:
+        host_fb = n_ops * cal.host_op_s.value
+        if not cal.serial_dispatch:  # cuDNN's recurrent loop: launched from C++, one launch per kernel
+            host_fb += spec.sequential_launches() * cal.launch_s.value
+        if recompute:
+            host_fb += n_ops * cal.launch_s.value  # the recomputed forward dispatches its ops again
+    host = host_bound_overhead(cal, ((host_fb, comp + mem), (cal.optimizer_host_time(spec.param_tensors), opt)))
     return {"compute": comp, "memory_bound": mem + opt, "exposed_comm": 0.0, "bubble": 0.0,
             "overhead": cal.step_overhead_s.value + host}
 
@@ -686,12 +725,20 @@ def predict_workload(name: str, config: dict[str, Any], cal: Calibration, *, att
     batch = int(config.get("batch_size", 16))
     accum = int(config.get("grad_accum", 1) or 1)
     ckpt = bool(config.get("activation_checkpointing", False))
+    torch_opt = None
+    if str(config.get("framework", "torch")) == "torch":
+        torch_opt = O.TorchOptimizer(impl=str(config.get("optimizer_impl") or "foreach"),
+                                     weight_decay=float(config.get("weight_decay", 0.0) or 0.0) != 0.0,
+                                     grad_clip=float(config.get("grad_clip", 1.0) or 0.0) > 0.0)
+    autocast = str(config.get("precision") or "") == "bf16_autocast"
     if isinstance(spec, GenericSpec):
-        b = generic_step_time(spec, cal, batch=batch // nprocs, precision=prec, recompute=ckpt)
+        b = generic_step_time(spec, cal, batch=batch // nprocs, precision=prec, recompute=ckpt,
+                              torch_optimizer=torch_opt)
         return {"step_time_s": sum(b.values()), "breakdown_s": b, "model": spec.to_dict()}
     lay = Layout(dp=nprocs, micro_batch=max(1, batch // nprocs // accum), sharding="ddp" if nprocs > 1 else "none",
                  recompute="full" if ckpt else "none", precision=prec)
-    st = step_times(spec, cal, lay, global_batch=batch, attention=attention, eta=eta)
+    st = step_times(spec, cal, lay, global_batch=batch, attention=attention, eta=eta, autocast=autocast,
+                    torch_optimizer=torch_opt)
     return {"step_time_s": st.total,
             "breakdown_s": {"compute": st.compute, "memory_bound": st.memory_bound, "exposed_comm": st.exposed_comm,
                             "bubble": st.bubble, "overhead": st.overhead},

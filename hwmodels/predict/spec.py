@@ -168,9 +168,14 @@ class ModelSpec:
         biases for LayerNorm) and one tensor per weight matrix (fused QKV when K/V heads equal Q heads);
         embeddings, position table, final norm."""
         norm = 2 if self.norm == "layernorm" else 1
-        mats = (2 if self.n_kv_heads == self.n_heads else 4) + (3 if self.glu else 2)
         outside = 1 + (0 if self.tied_embeddings else 1) + (1 if self.learned_positions else 0) + norm
-        return self.n_layers * (2 * norm + mats) + outside
+        return self.n_layers * self.param_tensors_per_layer() + outside
+
+    def param_tensors_per_layer(self) -> int:
+        """One layer's parameter tensors: its two norms' weights (and biases for LayerNorm) and its weight
+        matrices (fused QKV when K/V heads equal Q heads)."""
+        norm = 2 if self.norm == "layernorm" else 1
+        return 2 * norm + (2 if self.n_kv_heads == self.n_heads else 4) + (3 if self.glu else 2)
 
     def with_seq_len(self, seq_len: int | None) -> ModelSpec:
         return self if not seq_len or seq_len == self.seq_len else replace(self, seq_len=int(seq_len))
@@ -211,9 +216,17 @@ class GenericSpec:
     def n_params(self) -> int:
         return self.params
 
-    def host_ops(self) -> int:
-        """Differentiable eager ops of one forward pass (each with its backward node)."""
-        return sum(o.host_ops * o.sequential for o in self.ops) + self.host_ops_other
+    def host_ops(self, serial: bool = True) -> int:
+        """Differentiable eager ops of one forward pass (each with its backward node). ``serial=False`` (a GPU):
+        a recurrent loop (ops with ``sequential`` > 1) runs inside one library call (cuDNN's RNN, launched from
+        C++), so its steps dispatch no ops of their own (:meth:`sequential_launches` counts their kernels)."""
+        return sum(o.host_ops * o.sequential for o in self.ops if serial or o.sequential == 1) + self.host_ops_other
+
+    def sequential_launches(self) -> int:
+        """Kernels a recurrent loop launches per step on a GPU (cuDNN's RNN): for each recurrent op, a forward
+        and a backward kernel per time step (the recurrent GEMM and its data gradient; the cell and its gradient);
+        the recurrent weight gradient is one GEMM over all steps."""
+        return sum(2 * o.sequential for o in self.ops if o.sequential > 1)
 
     def model_flops_per_sample(self) -> float:
         return 6.0 * sum(o.m * o.n * o.k for o in self.ops if o.kind == "gemm")
