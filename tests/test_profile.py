@@ -151,8 +151,10 @@ def test_classify_device_kernels_counts_linked_and_unlinked_kernels():
     assert b.to_dict()["kernel_links"] == {"linked": 4, "unlinked": 2}
     assert [kernel_class(n) for n in ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "sm90_xmma_gemm_bf16bf16",
                                       "fmha_cutlassF_bf16_aligned", "elementwise_kernel", "some_kernel",
-                                      "GammaBetaBackwardCUDAKernelTemplate<float, float, 32u>")] == \
-        ["communication", "gemm", "attention", "memory_bound", "other", "memory_bound"]
+                                      "GammaBetaBackwardCUDAKernelTemplate<float, float, 32u>",
+                                      "void cudnn::fusion::compute_dot_do_o_specialized<true, 128>",
+                                      "cub::detail::radix_sort::DeviceRadixSortOnesweepKernel")] == \
+        ["communication", "gemm", "attention", "memory_bound", "other", "memory_bound", "attention", "memory_bound"]
 
 
 def test_classify_trace_reads_a_written_gpu_trace(tmp_path):

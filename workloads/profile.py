@@ -226,10 +226,11 @@ def _device_kernels(events: Sequence[Any]) -> list[Any]:
 
 
 _K_GEMM = re.compile(r"(gemm|gemv|cutlass|xmma|nvjet|cublas|hmma|wgmma|splitk|matmul)", re.I)
-_K_ATTN = re.compile(r"(flash|fmha|attention|sdpa)", re.I)
+_K_ATTN = re.compile(r"(flash|fmha|attention|sdpa|cudnn::fusion)", re.I)  # cuDNN SDPA's dO.O and dQ helpers
 _K_OPT = re.compile(r"(multi_tensor_apply|foreach|adam)", re.I)
 _K_MEM = re.compile(r"(elementwise|vectorized|reduce|norm|softmax|copy|memcpy|memset|index|cat|fill|cast|gather|"
-                    r"scatter|embedding|loss|gelu|relu|silu|unrolled|gru|lstm|rnn|dropout|gammabeta|backward)", re.I)
+                    r"scatter|embedding|loss|gelu|relu|silu|unrolled|gru|lstm|rnn|dropout|gammabeta|backward|"
+                    r"sort|segment|grad_weight|unique)", re.I)  # the last four: embedding backward
 
 
 def kernel_class(name: str) -> str:
