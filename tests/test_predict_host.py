@@ -226,7 +226,7 @@ def test_suite_optimizer_phase_bytes_follow_torch_adamw():
     assert O.optimizer_op(1e6, "bf16", O.TorchOptimizer("default")).nbytes == pytest.approx(84e6)
     assert O.optimizer_op(1e6, "bf16").nbytes == pytest.approx(30e6)  # published runs: a fused mixed-precision Adam
     with pytest.raises(ModelInputError, match="optimizer_impl"):
-        O.TorchOptimizer("sgd").bytes_per_param()
+        O.TorchOptimizer("sgd")
 
 
 def test_autocast_traffic_of_a_layer():

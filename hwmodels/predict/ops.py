@@ -102,9 +102,11 @@ class TorchOptimizer:
     weight_decay: bool = False
     grad_clip: bool = True
 
-    def bytes_per_param(self) -> float:
+    def __post_init__(self) -> None:
         if self.impl not in TORCH_ADAM_BYTES:
             raise choices_error("optimizer_impl", self.impl, TORCH_ADAM_BYTES)
+
+    def bytes_per_param(self) -> float:
         return (TORCH_ADAM_BYTES[self.impl] + (TORCH_WEIGHT_DECAY_BYTES[self.impl] if self.weight_decay else 0.0)
                 + (TORCH_CLIP_BYTES if self.grad_clip else 0.0))
 

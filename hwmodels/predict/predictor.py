@@ -688,8 +688,8 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
                     * op.sequential
             else:
                 mem += 3.0 * cal.memory_time(nb / op.sequential, 1.0) * op.sequential
-    o = O.optimizer_op(spec.params, precision, torch_optimizer) if torch_optimizer else None
-    opt = cal.memory_time(o.nbytes, o.launches) if o else cal.memory_time(spec.params * 28.0, 4.0)
+    o = O.optimizer_op(spec.params, "fp32", torch_optimizer)  # fp32 master state: 28 B/param without torch_optimizer
+    opt = cal.memory_time(o.nbytes, o.launches)
     n_ops = spec.host_ops(serial=cal.serial_dispatch)
     host_fb = 0.0
     if cal.host_op_s is not None:
