@@ -7,15 +7,18 @@
 #   1b. the same on the hold-out configs (--holdout, GPU_HOLDOUT_CONFIGS; held out from the GPU step terms of
 #      51e627f; a step-model change after 2026-12-04 makes them development data: add a fresh set then);
 #   2. the device check (benchmarks/device_check.sh): GEMM max-achievable bf16/fp16/fp8, copy bandwidth,
-#      attention, Triton softmax, a short transformer_lm run, achieved vs datasheet.
+#      attention, Triton softmax, a short transformer_lm run, achieved vs datasheet;
+#   3. benchmarks/gemm_duty.py: one GEMM shape back to back vs between copies (prepared 2026-12-04, not yet run on
+#      a GPU: the loan ended first).
 #
 #   run(command="bash benchmarks/device_run.sh", carry=[".whl"], timeout_s=600)      # on the device tool
 #   PYTHON=.venv/bin/python OUT=/tmp/dr bash benchmarks/device_run.sh --smoke   # the path on this CPU
 #
 # Each part has a hard time limit (closed loop 200 s, hold-out 150 s, device check 150 s; 2026-12-04 they took
-# about 100, 85 and 45 s), so the call ends inside 9 minutes; what a part wrote before its limit stays. Files back
-# under $OUT (at most 8, flat): closed_loop_gpu.json and .log, holdout_gpu.json and .log, device_check.json and
-# .log, device_check_store.tgz, nvidia_smi.txt.
+# about 100, 85 and 45 s; the GEMM duty check below, capped at 60 s, takes ~20), so the call ends inside 10
+# minutes; what a part wrote before its limit stays. Files back under $OUT (at most 8, flat): closed_loop_gpu.json,
+# holdout_gpu.json, device_check.json, device_check_store.tgz, gemm_duty.json, and logs.tgz (every log and
+# nvidia_smi.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 REPO="$(pwd)"
@@ -69,4 +72,15 @@ echo "device check rc=$? after $(( $(date +%s) - t0 )) s"
 [ -f "$DC/device_check.json" ] && cp "$DC/device_check.json" "$OUT_DIR/"  # it holds the fingerprint too
 [ -d "$DC/store" ] && tar -czf "$OUT_DIR/device_check_store.tgz" -C "$DC" store
 tail -n 30 "$OUT_DIR/device_check.log"
+
+echo "== 3. GEMM back to back vs between memory-bound kernels (benchmarks/gemm_duty.py; the closed loop's gap 1)"
+DUTY_ARGS=(--seconds 2 --rounds 3); [ "$SMOKE" = 1 ] && DUTY_ARGS=(--smoke --rounds 1)
+timeout -k 5 60 "$PY" "$REPO/benchmarks/gemm_duty.py" "${DUTY_ARGS[@]}" --json "$OUT_DIR/gemm_duty.json" \
+  > "$OUT_DIR/gemm_duty.log" 2>&1
+echo "gemm duty rc=$? after $(( $(date +%s) - t0 )) s"
+tail -n 7 "$OUT_DIR/gemm_duty.log"
+# the logs travel as one archive (at most 8 files come back)
+tar -czf "$OUT_DIR/logs.tgz" -C "$OUT_DIR" nvidia_smi.txt closed_loop_gpu.log device_check.log gemm_duty.log \
+  $( [ -f "$OUT_DIR/holdout_gpu.log" ] && echo holdout_gpu.log ) \
+  && rm -f "$OUT_DIR"/nvidia_smi.txt "$OUT_DIR"/*.log
 echo "device_run.sh: done in $(( $(date +%s) - t0 )) s; files under $OUT_DIR"

@@ -137,3 +137,22 @@ def test_replay_of_the_recorded_h200_run(cl, capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
         cl.main(["--replay", str(tmp_path / "missing.json")])
     assert e.value.code == 2
+
+
+def test_gemm_duty_check_runs_its_path_and_refuses_without_a_gpu(tmp_path, capsys):
+    """benchmarks/gemm_duty.py (the GPU closed loop's GEMM-clock check): the smoke path times both modes and writes
+    its JSON; asked for a GPU on a machine without one, it says so and exits 2."""
+    import json
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("gemm_duty", ROOT / "benchmarks" / "gemm_duty.py")
+    gd = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gd)
+    out = tmp_path / "d.json"
+    assert gd.main(["--smoke", "--rounds", "1", "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert {r["mode"] for r in d["rows"]} == {"sustained", "interleaved"} and d["ratio"] > 0
+    assert all(r["gemms"] > 0 and r["median_s"] > 0 for r in d["rows"])
+    if not torch.cuda.is_available():
+        assert gd.main([]) == 2 and "no CUDA device" in capsys.readouterr().err
