@@ -689,10 +689,7 @@ def main(argv: list[str] | None = None) -> int:
             lay = p["layout"]
             print(f"{p['id'][:44]:44s} {p['hw']:14s} {p['fam']:12s} {p['target']:10.1f} {loo_tps[i]:10.1f} "
                   f"{loo[i]:+7.1%} {loho[i]:+7.1%} {b35[i]:+7.1%} {bavg[i]:+7.1%} "
-                  f"dp{lay.dp} tp{lay.tp} pp{lay.pp}{f' cp{lay.cp}' if lay.cp > 1 else ''} v{lay.interleave} mb{lay.micro_batch} {lay.sharding}"
-                  f"{'(hybrid)' if lay.hybrid_shard else ''} "
-                  f"{lay.recompute}{'' if lay.recompute_layers == 1 else f'@{lay.recompute_layers:.0%}'}"
-                  f"{' tpov' if lay.tp_comm_overlap else ''}{' (searched)' if p['searched'] else ''}"
+                  f"{lay.label()}{' tpov' if lay.tp_comm_overlap else ''}{' (searched)' if p['searched'] else ''}"
                   f"{'' if p['fits'] else ' NOT FIT'}"
                   f"{'' if p['attn'] == 'flash_attn_2' else ' attn=' + p['attn']}")
     hws = sorted({p["hw"] for p in preds})

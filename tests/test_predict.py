@@ -1103,3 +1103,15 @@ def test_every_prospective_row_is_in_the_validation_set_and_scored():
     for since, rows in V.PROSPECTIVE.items():
         assert len(set(rows)) == len(rows) and set(rows) <= ids, set(rows) - ids
         assert set(scored[since]["rows"]) == set(rows) and scored[since]["per_family"]["n"] == len(rows)
+
+
+def test_layout_label_is_one_line_for_tables():
+    """The compact layout form the CLI table and the validation print share: CP only when > 1, the hybrid mark,
+    and the recomputed share of the layers only when it is partial."""
+    from hwmodels.predict.layout import Layout, layout_label
+
+    lay = Layout(dp=4, tp=8, pp=8, cp=2, interleave=8, micro_batch=1, sharding="zero1", recompute="full",
+                 recompute_layers=0.25, hybrid_shard=True)
+    assert lay.label() == "dp4 tp8 pp8 cp2 v8 mb1 zero1(hybrid) full@25%"
+    assert layout_label(Layout(dp=8, tp=1, pp=1, micro_batch=2, sharding="ddp").to_dict()) == \
+        "dp8 tp1 pp1 v1 mb2 ddp none"

@@ -178,16 +178,15 @@ def _table(rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from hwmodels.predict.layout import layout_label
+
     t = Table(title="hweval predict (interval: level 0.9, held-out validation error + calibration)")
     for col in ("#", "hardware", "N", "model", "layout", "step s", "tok/s/acc [lo, hi]", "MFU", "mem GiB", "fits",
                 "cost USD [lo, hi]"):
         t.add_column(col)
     for i, r in enumerate(rows, 1):
         lay = r["layout"]
-        ls = (f"dp{lay['dp']} tp{lay['tp']} pp{lay['pp']}" + (f" cp{lay['cp']}" if lay.get("cp", 1) > 1 else "")
-              + f" v{lay['interleave']} mb{lay['micro_batch']} "
-              f"{lay['sharding']}{'(hybrid)' if lay.get('hybrid_shard') else ''} {lay['activation_checkpointing']}"
-              + (f"@{lay['recompute_layers']:.0%}" if lay.get("recompute_layers", 1.0) < 1.0 else ""))
+        ls = layout_label(lay)
         lo, hi = r["interval"]["tokens_per_s_per_accelerator"]
         cost = ""
         if r.get("cost_usd") is not None:

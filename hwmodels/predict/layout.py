@@ -15,7 +15,7 @@ TPU), else it crosses the scale-out network (``inter``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from dataclasses import asdict, dataclass
 
@@ -97,6 +97,20 @@ class Layout:
         d = asdict(self)
         d["activation_checkpointing"] = d.pop("recompute")
         return d
+
+    def label(self) -> str:
+        """The compact one-line form (:func:`layout_label`)."""
+        return layout_label(self.to_dict())
+
+
+def layout_label(lay: Mapping[str, Any]) -> str:
+    """A layout (``Layout.to_dict()``, or a prediction's JSON ``layout``) in one line for tables:
+    ``dp16 tp4 pp8 [cp2] v6 mb2 zero1[(hybrid)] none[@25%]``."""
+    cp = f" cp{lay['cp']}" if lay.get("cp", 1) > 1 else ""
+    share = lay.get("recompute_layers", 1.0)
+    return (f"dp{lay['dp']} tp{lay['tp']} pp{lay['pp']}{cp} v{lay['interleave']} mb{lay['micro_batch']} "
+            f"{lay['sharding']}{'(hybrid)' if lay.get('hybrid_shard') else ''} {lay['activation_checkpointing']}"
+            + (f"@{share:.0%}" if share < 1.0 else ""))
 
 
 def group_level(span: int, scale_up: int) -> str:
@@ -190,4 +204,4 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
                                              hybrid_shard=hy, cp=cp)
 
 
-__all__ = ["Layout", "placement", "enumerate_layouts", "group_level", "divisors", "PRECISIONS"]
+__all__ = ["Layout", "layout_label", "placement", "enumerate_layouts", "group_level", "divisors", "PRECISIONS"]
