@@ -336,6 +336,8 @@ GPU_HOLDOUT_CONFIGS = (
 )
 GPU_SMOKE_CONFIGS = (_lm(64, 2, 4, 64, 4), _lm(64, 2, 4, 64, 4, ckpt=True),
                      Config("mlp h64 d2 b64", "mlp_regressor", {"hidden": 64, "depth": 2, "batch_size": 64}))
+#: the GPU plans by the name a run records in its meta (``--gpu-smoke``, ``--holdout``, else ``gpu``)
+GPU_PLANS = {"gpu": GPU_CONFIGS, "gpu-smoke": GPU_SMOKE_CONFIGS, "gpu-holdout": GPU_HOLDOUT_CONFIGS}
 #: on a GPU every workload runs in bf16 autocast without a synchronize at each phase boundary (the step still ends
 #: at the loss's host sync), as a user would run it
 GPU_FIXED = {"precision": "bf16_autocast", "sync_phases": False}
@@ -571,10 +573,8 @@ def replay(path: str | Path) -> dict[str, Any]:
     meta = d.get("meta") or {}
     if not d.get("points"):
         raise SystemExit(f"predictor_closed_loop: {path}: no 'points' (recorded before runs kept them); cannot replay")
-    gpu = meta.get("plan") in ("gpu", "gpu-smoke", "gpu-holdout")
-    plan = {c.name: c for c in ({"gpu-smoke": GPU_SMOKE_CONFIGS, "gpu-holdout": GPU_HOLDOUT_CONFIGS}.get(
-        meta.get("plan"), GPU_CONFIGS) if gpu
-                                else (*CONFIGS, *QUICK_CONFIGS))}
+    gpu = meta.get("plan") in GPU_PLANS
+    plan = {c.name: c for c in (GPU_PLANS[meta["plan"]] if gpu else (*CONFIGS, *QUICK_CONFIGS))}
     pts = [KernelPoint(kernel=p["kernel"], params=p["params"], metrics=p["metrics"], origin="measured",
                        where=f"(recorded run {meta.get('date_utc', '?')})") for p in d["points"]]
     cals = calibrations(pts, default_catalog().get(meta.get("node") or "cpu-epyc-zen4-2c"))
@@ -662,8 +662,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()), "torch": torch.__version__,
             "clock": a.clock}
     node = this_node(a.node, a.device)
-    meta.update(device=a.device, node=node.id, plan="gpu-smoke" if a.gpu_smoke else (
-        ("gpu-holdout" if a.holdout else "gpu") if gpu_plan else "cpu"))
+    plan_name = ("gpu-smoke" if a.gpu_smoke else "gpu-holdout" if a.holdout else "gpu") if gpu_plan else "cpu"
+    meta.update(device=a.device, node=node.id, plan=plan_name)
     if a.device.startswith("cuda"):
         meta["gpu"] = torch.cuda.get_device_name(0)
     with tempfile.TemporaryDirectory(prefix="hweval-closed-loop-store-") as sdir:
@@ -676,9 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cals = calibrations(points, node)
     t_cal = time.perf_counter() - t0
     print(f"calibrated {cals['stream'].node_id} in {t_cal:.0f} s; measuring workloads ...", flush=True)
-    configs = (GPU_SMOKE_CONFIGS if a.gpu_smoke else (GPU_HOLDOUT_CONFIGS if a.holdout else GPU_CONFIGS)) \
-        if gpu_plan else (
-        QUICK_CONFIGS if a.quick else CONFIGS)
+    configs = GPU_PLANS[plan_name] if gpu_plan else (QUICK_CONFIGS if a.quick else CONFIGS)
     failed: list[dict[str, str]] = []
     rows = closed_loop(configs, cals, threads=a.threads, timed_steps=a.timed_steps,
                        profile=not a.no_profile, log=print, clock=a.clock, device=a.device,
