@@ -410,12 +410,9 @@ def trace_events(path: str | os.PathLike[str]) -> list[Any]:
     ``External id``; device kernels, memsets and copies linked to the op that launched them by the same id. Lets
     a saved trace be classified again (e.g. a trace from a GPU, read on a CPU machine), and links kernels by the
     trace's own ids where the in-process events were not linked."""
-    import gzip
     from types import SimpleNamespace as NS
 
-    raw = Path(path).read_bytes()
-    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    evs = data.get("traceEvents", []) if isinstance(data, dict) else data
+    evs = _read_trace(path)
     out: list[Any] = []
     by_thread: dict[tuple[Any, Any], list[Any]] = {}
     for e in evs:
@@ -450,10 +447,18 @@ def classify_trace(path: str | os.PathLike[str], *, step_range: str = STEP_RANGE
     return classify(evs, step_range=step_range, device=True)
 
 
+def _read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The raw events of a written Chrome/Perfetto trace (``.json``, or gzipped)."""
+    import gzip
+
+    raw = Path(path).read_bytes()
+    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    return data.get("traceEvents", []) if isinstance(data, dict) else data
+
+
 def trace_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A cheap check of a written trace: event count and names of the step ranges (for tests and the CLI)."""
-    data = json.loads(Path(path).read_text())
-    evs = data.get("traceEvents", []) if isinstance(data, dict) else data
+    evs = _read_trace(path)
     return {"events": len(evs), "step_ranges": sum(1 for e in evs if e.get("name") == STEP_RANGE)}
 
 
