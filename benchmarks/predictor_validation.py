@@ -606,6 +606,42 @@ def never_seen_band(preds: list[dict], errs: np.ndarray, level: float = 0.9) -> 
             "method": never_seen_band.__doc__.split("\n\n")[0].replace("\n    ", " ").strip()}
 
 
+#: Columns of training_runs.csv a prediction is made from: two rows equal on these are one input to the predictor.
+SPREAD_KEY = ("hardware", "model", "seq_len", "precision", "accelerators", "global_batch", "micro_batch", "tp", "pp",
+              "cp", "interleave", "inter_node_Gbps")
+#: Layout columns a source may leave empty (the search fills them): equal, or empty in either row. (``interleave``
+#: is in the key: empty there means interleaving used or possible with its count not stated, not "unknown".)
+SPREAD_OPEN = ("sharding", "activation_checkpointing", "sequence_parallel", "tp_comm_overlap")
+
+
+def published_spread(preds: list[dict]) -> dict:
+    """Pairs of published runs the predictor's inputs cannot tell apart (equal on SPREAD_KEY; each SPREAD_OPEN column
+    equal or empty in one of them) whose throughputs differ: another software release, submitter or option (torch.compile)
+    the columns do not carry. With r = larger / smaller throughput, any one prediction for both misses one of them
+    by at least (r - 1) / (r + 1) (the harmonic mean of the two reaches that bound): the largest such floor over
+    the pairs is a worst-case error no predictor from these columns can beat on this set."""
+    def val(p: dict, c: str) -> str:
+        v = (p["row"].get(c) or "").strip()
+        return "1" if c == "cp" and not v else v
+
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for p in preds:
+        groups[tuple(val(p, c) for c in SPREAD_KEY)].append(p)
+    pairs = []
+    for g in groups.values():
+        for i, a in enumerate(g):
+            for b in g[i + 1:]:
+                if any(val(a, c) and val(b, c) and val(a, c) != val(b, c) for c in SPREAD_OPEN):
+                    continue
+                hi, lo = (a, b) if a["target"] >= b["target"] else (b, a)
+                r = hi["target"] / lo["target"]
+                pairs.append({"rows": [hi["id"], lo["id"]], "published": [hi["target"], lo["target"]],
+                              "ratio": r, "floor": (r - 1.0) / (r + 1.0)})
+    pairs.sort(key=lambda x: -x["ratio"])
+    return {"method": published_spread.__doc__.split("\n\n")[0].replace("\n    ", " ").strip(),
+            "pairs": pairs, "floor": pairs[0]["floor"] if pairs else 0.0}
+
+
 def ranking(preds: list[dict], pred_tps: np.ndarray) -> dict:
     by = defaultdict(list)
     for i, p in enumerate(preds):
@@ -754,6 +790,7 @@ def main(argv: list[str] | None = None) -> int:
         "bias_by_regime": {"method": "leave-one-row-out error per bucket: median signed (positive = predicted faster "
                                      "than published) and median |error|",
                            **bias_by_regime(preds, loo)},
+        "published_spread": published_spread(preds),
         "prospective": {"method": "rows collected after the predictor's code was last changed (PROSPECTIVE: the "
                                   "commit in place before they were read), held out as one group: factors fitted on "
                                   "every other row", **prospective},
@@ -792,6 +829,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prospective (rows read after commit {since}, {a['n']} rows, fitted on the others): median |error| "
               f"{a['median']:.1%}, worst {a['max']:.1%}, mean {a['mean_signed']:+.1%}; framework unknown: median "
               f"{b['median']:.1%}, worst {b['max']:.1%}")
+    sp = report["published_spread"]
+    if sp["pairs"]:
+        top = sp["pairs"][0]
+        print(f"published spread: {len(sp['pairs'])} pairs of runs the predictor's inputs cannot tell apart; largest "
+              f"{top['ratio']:.3f}x ({top['rows'][0]} {top['published'][0]:.0f} vs {top['rows'][1]} "
+              f"{top['published'][1]:.0f}): no predictor from these columns has a worst error under "
+              f"{sp['floor']:.1%} here; " + ", ".join(f"{p['rows'][0]}/{p['rows'][1]} {p['ratio']:.2f}x"
+                                                      for p in sp["pairs"][1:6]))
     for name, buckets in report["bias_by_regime"].items():
         if name == "method":
             continue

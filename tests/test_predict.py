@@ -1115,3 +1115,33 @@ def test_layout_label_is_one_line_for_tables():
     assert lay.label() == "dp4 tp8 pp8 cp2 v8 mb1 zero1(hybrid) full@25%"
     assert layout_label(Layout(dp=8, tp=1, pp=1, micro_batch=2, sharding="ddp").to_dict()) == \
         "dp8 tp1 pp1 v1 mb2 ddp none"
+
+
+def test_published_spread_pairs_only_runs_the_inputs_cannot_tell_apart():
+    """Two runs equal on every input column (an empty layout cell matches a stated one) form a pair whose floor is
+    (r - 1) / (r + 1); a stated layout difference (recompute), another TP or an unstated interleave count do not."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+
+    base = {c: "" for c in V.SPREAD_KEY + V.SPREAD_OPEN}
+    base.update(hardware="h100-sxm", model="llama3-8b", seq_len="8192", precision="fp8", accelerators="8",
+                global_batch="128", micro_batch="1", tp="1", pp="1", interleave="1")
+
+    def run(rid, tps, **cells):
+        return {"id": rid, "target": tps, "row": {**base, **cells}}
+
+    preds = [run("a", 150.0, sharding="zero1", activation_checkpointing="none"),
+             run("b", 100.0),  # layout cells empty: the same input as a (and as c)
+             run("c", 120.0, activation_checkpointing="full"),  # differs from a in a stated cell
+             run("d", 50.0, tp="2"),  # another TP: another input
+             run("e", 10.0, interleave="")]  # interleave count not stated: not the same as 1
+    sp = V.published_spread(preds)
+    got = {tuple(p["rows"]): p for p in sp["pairs"]}
+    assert set(got) == {("a", "b"), ("c", "b")}
+    assert got[("a", "b")]["ratio"] == pytest.approx(1.5) and sp["floor"] == pytest.approx(0.5 / 2.5)
+    # the floor is the best one prediction can do on the pair: the harmonic mean misses both by exactly it
+    hm = 2 * 150.0 * 100.0 / 250.0
+    assert abs(hm / 150.0 - 1) == pytest.approx(sp["floor"]) and abs(hm / 100.0 - 1) == pytest.approx(sp["floor"])
+    assert [p["rows"] for p in sp["pairs"]][0] == ["a", "b"]  # largest ratio first
+    assert run("x", 1.0, cp="")["row"]["cp"] == "" and V.published_spread(
+        [run("x", 2.0, cp=""), run("y", 1.0, cp="1")])["pairs"][0]["ratio"] == 2.0  # cp empty = 1
