@@ -444,7 +444,17 @@ PROSPECTIVE = {"a840a7a": (
     "mlperf31-nvidia-h100-gpt3-175b-g8192", "mlperf31-azure-h100-gpt3-175b-g10752",
     "mlperf40-nvidia-h100-gpt3-175b-g10752", "mlperf40-smc-h100-gpt3-175b-g512",
     "mlperf50-nvidia-h100-llama3-405b-g512", "mlperf50-nvidia-h100-llama3-405b-g2048",
-    "mlperf50-nvidia-h100-llama3-405b-g2560", "mlperf50-nvidia-h100-llama3-405b-g8192")}
+    "mlperf50-nvidia-h100-llama3-405b-g2560", "mlperf50-nvidia-h100-llama3-405b-g8192"),
+    # read on 2026-12-05 after 823df71 (the step model as at a840a7a; d7eae89, committed while they were read, adds
+    # only the validation's published_spread): Intel's Gaudi 2 page at software 1.18.0 (the earlier release of the
+    # 1.19.0 rows), NeMo's long-sequence B200 table (25.04.rc2), two gpu-recipes example logs (NeMo 405B on 576
+    # H200, MaxText 405B on 256 B200) and MLPerf v5.0 NVIDIA Llama 3.1 405B on 2,432 H100
+    "823df71": (
+    "intel118-gaudi2-llama2-7b-g8", "intel118-gaudi2-llama2-13b-g16", "intel118-gaudi2-llama2-70b-g64",
+    "intel118-gaudi2-llama3-8b-g8", "intel118-gaudi2-llama3-70b-g64", "nemolongseq-b200-llama3-8b-g2-s8k",
+    "nemolongseq-b200-llama3-8b-g4-s16k", "nemolongseq-b200-llama3-8b-g8-s32k-cp2",
+    "gcprecipes-a3ultra-h200-llama31-405b-gpt2vocab-g576-fp8", "gcprecipes-a4-b200-llama31-405b-maxtext-g256-fp8",
+    "mlperf50-nvidia-h100-llama3-405b-g2432")}
 
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
