@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -1134,6 +1135,17 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
                        f"(q{band.get('quantile', 0) * 100:g}"
                        + (f", which held {cov:.0%} of a held-out type's rows" if isinstance(cov, (int, float)) else "")
                        + ")")
+    pro = [abs(r["framework_unknown"]) for k, st in (err.get("prospective") or {}).items() if k != "method"
+           for r in (st.get("rows") or {}).values() if isinstance(r.get("framework_unknown"), (int, float))]
+    if ov and pro:
+        validation += (f"; on {len(pro)} published runs read after the code that predicts them was committed: median "
+                       f"{statistics.median(pro):.0%}, worst {max(pro):.0%}")
+    spread = err.get("published_spread") or {}
+    if ov and spread.get("pairs"):
+        top = spread["pairs"][0]
+        validation += (f"; published runs the predictor's inputs cannot tell apart differ by up to "
+                       f"{top['ratio']:.2f}x (software release, compiler, slices), so no prediction from these "
+                       f"inputs has a worst error under {spread['floor']:.0%}")
     from hwmodels.catalog import default_dir
     from hwmodels.cost import break_even_utilization
 

@@ -270,6 +270,13 @@ def test_validation_line_names_the_band_of_hardware_without_rows(quick_analysis)
     assert v.startswith("predictor held-out error (leave-one-hardware-out, framework unknown")
     assert f"+/-{band['band_rel']:.0%} (q{band['quantile'] * 100:g}" in v
     assert f"held {band['coverage']['mean_hardware_covered']:.0%} of a held-out type's rows" in v
+    # the prospective runs (every set, framework unknown as the report predicts) and the same-input spread floor
+    err = json.loads(ERROR_FILE.read_text())
+    pro = [abs(r["framework_unknown"]) for k, st in err["prospective"].items() if k != "method"
+           for r in st["rows"].values()]
+    assert f"on {len(pro)} published runs read after the code that predicts them was committed" in v
+    assert f"worst {max(pro):.0%}" in v
+    assert f"worst error under {err['published_spread']['floor']:.0%}" in v
 
 
 def test_a_job_in_a_biased_regime_says_so(tmp_path, monkeypatch):
