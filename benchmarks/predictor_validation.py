@@ -625,11 +625,11 @@ SPREAD_OPEN = ("sharding", "activation_checkpointing", "sequence_parallel", "tp_
 
 
 def published_spread(preds: list[dict]) -> dict:
-    """Pairs of published runs the predictor's inputs cannot tell apart (equal on SPREAD_KEY; each SPREAD_OPEN column
-    equal or empty in one of them) whose throughputs differ: another software release, submitter or option (torch.compile)
-    the columns do not carry. With r = larger / smaller throughput, any one prediction for both misses one of them
-    by at least (r - 1) / (r + 1) (the harmonic mean of the two reaches that bound): the largest such floor over
-    the pairs is a worst-case error no predictor from these columns can beat on this set."""
+    """Pairs of published runs the predictor's inputs cannot tell apart (equal on SPREAD_KEY; each SPREAD_OPEN
+    column equal or empty in one of them) whose throughputs differ: another software release, submitter or option
+    (torch.compile) the columns do not carry. With r = larger / smaller throughput, any one prediction for both
+    misses one of them by at least (r - 1) / (r + 1) (the harmonic mean of the two reaches that bound): the largest
+    such floor over the pairs is a worst-case error no predictor from these columns can beat on this set."""
     def val(p: dict, c: str) -> str:
         v = (p["row"].get(c) or "").strip()
         return "1" if c == "cp" and not v else v
