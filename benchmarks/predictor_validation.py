@@ -574,6 +574,7 @@ REGIME_VALUE = {
     "params_B": lambda p: p["spec"].n_params() / 1e9,
     "accelerators": lambda p: p["n"],
     "precision": lambda p: p["layout"].precision,
+    "hardware": lambda p: p["hw"],
 }
 
 

@@ -988,6 +988,14 @@ def test_a_prediction_in_a_biased_regime_says_so(cat, tmp_path):
     lay = Layout(dp=8, micro_batch=1, sharding="full_shard", recompute="full")
     p = make_prediction(spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8, error_path=err)
     assert any("-16.4%" in n for n in p.notes)
+    # the hardware is a regime too: its published runs' held-out median signed error, by catalog id
+    by_hw = tmp_path / "by_hw.json"  # another file: the validation file is read once per path
+    by_hw.write_text(json.dumps({"bias_by_regime": {"hardware": {"h100-sxm": {"n": 27, "median_signed": 0.064},
+                                                                 "b200": {"n": 27, "median_signed": 0.01}}}}))
+    hw_notes = make_prediction(spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8,
+                               error_path=by_hw).notes
+    assert any("hardware h100-sxm" in n and "+6.4%" in n and "faster" in n for n in hw_notes)
+    assert regime_bias_notes({"hardware": "b200"}, by_hw) == [] and regime_bucket("hardware", "b200") == "b200"
     bare = tmp_path / "bare.json"
     bare.write_text("{}")
     assert not any("bias_by_regime" in n for n in make_prediction(

@@ -424,12 +424,14 @@ def search_optimism(path: Path | None = None) -> str | None:
 
 #: Regimes the validation breaks its held-out error down by (``bias_by_regime`` of the validation file, written
 #: by benchmarks/predictor_validation.py with these edges): name -> bucket edges, a bucket is [edge_i, edge_i+1);
-#: ``None``: the value itself is the bucket (precision).
+#: ``None``: the value itself is the bucket (precision; hardware: a catalog id, whose bucket says which way its
+#: published runs were missed, beside the band of its held-out |error|).
 BIAS_EDGES: dict[str, tuple[float, ...] | None] = {
     "seq_len": (0, 1024, 2048, 4096, 8192, 16384, 32768, math.inf),
     "params_B": (0, 5, 15, 50, 150, math.inf),
     "accelerators": (0, 9, 65, 513, 4097, math.inf),
     "precision": None,
+    "hardware": None,
 }
 REGIME_BIAS_NOTE = 0.05  # a held-out median signed error at least this far from 0 is stated with the prediction
 MIN_REGIME_ROWS = 8  # ... when that bucket held at least this many published rows
@@ -633,7 +635,7 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
         notes.append(f"global batch {global_batch} is not a multiple of dp x micro_batch "
                      f"({layout.dp * layout.micro_batch}): {seqs} sequences per step are computed")
     notes += regime_bias_notes({"seq_len": seq, "params_B": spec.n_params() / 1e9, "accelerators": accelerators,
-                                "precision": layout.precision}, error_path)
+                                "precision": layout.precision, "hardware": hardware}, error_path)
     calib = dict(cal.sources())
     calib["framework_efficiency"] = factors.label()
     return Prediction(
