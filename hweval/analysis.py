@@ -790,10 +790,11 @@ def _price_part(node: Any, mode: str, today: date | str | None) -> tuple[PriceIn
     return info, IntervalPart(name="price range", lo_factor=1 + rel, hi_factor=1 + rel, source=why)
 
 
-def job_regime_notes(job: Job, counts: Sequence[int]) -> list[str]:
+def job_regime_notes(job: Job, counts: Sequence[int], nodes: Sequence[str] = ()) -> list[str]:
     """Where the job sits in a regime the predictor's held-out validation was biased in (sequence length, model
-    size, precision, each accelerator count priced): :func:`hwmodels.predict.predictor.regime_bias_notes`, once per
-    note. The bias moves every candidate alike (ranking unchanged), the level of time and cost with it."""
+    size, precision, each accelerator count priced, each node type priced): :func:`hwmodels.predict.predictor.
+    regime_bias_notes`, once per note. A job-wide bias moves every candidate alike (ranking unchanged), the level of
+    time and cost with it; a node type's bias moves that node's rows only, and its note says so."""
     from hwmodels.predict.predictor import regime_bias_notes
 
     spec = job.spec()
@@ -801,6 +802,9 @@ def job_regime_notes(job: Job, counts: Sequence[int]) -> list[str]:
                              "precision": job.precision})
     for n in counts:
         out += regime_bias_notes({"accelerators": n})
+    for node in nodes:
+        out += [f"{n}: this node's rows only, so read its place in the ranking with it"
+                for n in regime_bias_notes({"hardware": node})]
     return [f"predictor: {n}" for n in dict.fromkeys(out)]
 
 
@@ -1106,7 +1110,7 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
         notes.extend(tokens.notes)
         opts, missing = job_options(jb, tokens, cat, candidates=candidates, today=today,
                                     measured_node=mnode.id if mnode else None, throughput_noise=noise_part)
-        notes.extend(job_regime_notes(jb, sorted({o.accelerators for o in opts})))
+        notes.extend(job_regime_notes(jb, sorted({o.accelerators for o in opts}), sorted({o.node for o in opts})))
         rec, cheapest, fastest, sentence = recommend(jb, opts, lvl)
     else:
         rec = cheapest = fastest = None

@@ -294,3 +294,11 @@ def test_a_job_in_a_biased_regime_says_so(tmp_path, monkeypatch):
     assert len(long) == 1 and "-16.4%" in long[0] and long[0].startswith("predictor: seq_len 32768")
     short = analysis.parse_job({"model": "llama2-7b", "tokens": 1e12, "accelerators": [8], "pricing": [MODE]})
     assert analysis.job_regime_notes(short, [8]) == []
+    # a node type's bias is per node: stated for the node priced, with what it changes
+    by_hw = tmp_path / "by_hw.json"
+    by_hw.write_text(json.dumps({"bias_by_regime": {"hardware": {"b200": {"n": 27, "median_signed": 0.064},
+                                                                 "h100-sxm": {"n": 220, "median_signed": -0.002}}}}))
+    monkeypatch.setattr(predictor, "ERROR_FILE", by_hw)
+    hw = analysis.job_regime_notes(short, [8], ["b200", "h100-sxm"])
+    assert len(hw) == 1 and hw[0].startswith("predictor: hardware b200") and "+6.4%" in hw[0]
+    assert "this node's rows only" in hw[0]
