@@ -538,6 +538,12 @@ def held_out(preds: list[dict], logerr: np.ndarray, split_key,
     return out, ks
 
 
+def method_of(fn) -> str:
+    """The ``method`` text a section of the validation file carries: the first paragraph of the docstring of the
+    function that computes it, on one line."""
+    return fn.__doc__.split("\n\n")[0].replace("\n    ", " ").strip()
+
+
 def quantiles(errs: list[float]) -> dict:
     a = np.abs(np.array(errs))
     if not len(a):
@@ -564,7 +570,7 @@ def interval_coverage(preds: list[dict], errs: np.ndarray, level: float = 0.9, q
         per[h] = {"n": int(cov.size), "band_rel": rel, "covered": float(cov.mean())}
     return {"level": level, "quantile": q, "overall_covered": inside / len(preds),
             "mean_hardware_covered": float(np.mean([v["covered"] for v in per.values()])), "per_hardware": per,
-            "method": interval_coverage.__doc__.split("\n\n")[0].replace("\n    ", " ").strip()}
+            "method": method_of(interval_coverage)}
 
 
 #: The row's value of each regime the held-out error is broken down by (buckets: predictor.BIAS_EDGES, which the
@@ -614,7 +620,7 @@ def never_seen_band(preds: list[dict], errs: np.ndarray, level: float = 0.9) -> 
             break
     return {"level": level, "quantile": q, "band_rel": float(np.quantile(np.abs(errs), q)),
             "met": ic["mean_hardware_covered"] >= level, "coverage": ic, "tried": tried,
-            "method": never_seen_band.__doc__.split("\n\n")[0].replace("\n    ", " ").strip()}
+            "method": method_of(never_seen_band)}
 
 
 #: Columns of training_runs.csv a prediction is made from: two rows equal on these are one input to the predictor.
@@ -649,7 +655,7 @@ def published_spread(preds: list[dict]) -> dict:
                 pairs.append({"rows": [hi["id"], lo["id"]], "published": [hi["target"], lo["target"]],
                               "ratio": r, "floor": (r - 1.0) / (r + 1.0)})
     pairs.sort(key=lambda x: -x["ratio"])
-    return {"method": published_spread.__doc__.split("\n\n")[0].replace("\n    ", " ").strip(),
+    return {"method": method_of(published_spread),
             "pairs": pairs, "floor": pairs[0]["floor"] if pairs else 0.0}
 
 
