@@ -590,6 +590,9 @@ def test_never_seen_band_widens_until_held_out_types_are_covered():
     nb = V.never_seen_band(preds, errs, level=0.9)
     assert nb["met"] and nb["coverage"]["mean_hardware_covered"] >= 0.9
     assert nb["quantile"] > 0.9 and nb["tried"][0]["mean_hardware_covered"] < 0.9
+    # the least quantile of the ladder that holds the level: every rung tried before it fell short
+    assert [t["quantile"] for t in nb["tried"]] == list(V.BAND_QUANTILES[:len(nb["tried"])])
+    assert all(t["mean_hardware_covered"] < 0.9 for t in nb["tried"][:-1])
     assert nb["band_rel"] == pytest.approx(np.quantile(np.abs(errs), nb["quantile"]))
     far = V.never_seen_band([{"hw": "a"}] * 10 + [{"hw": "b"}] * 10, np.array([0.01] * 10 + [2.0] * 10))
     assert not far["met"] and far["quantile"] == V.BAND_QUANTILES[-1]
