@@ -57,6 +57,9 @@ from hwmodels.predict.spec import parse_spec  # noqa: E402
 
 NOTES: list[str] = []
 RUNS = ROOT / "data" / "reference" / "training_runs.csv"
+#: Per prospective set and hardware, the held-out part of the 90% band a prediction for that hardware carried when
+#: the set was read: from the predictor_error.json committed at the set's commit (each row says which entry)
+BANDS = ROOT / "data" / "reference" / "prospective_bands.csv"
 OUT = ROOT / "data" / "reference" / "predictor_error.json"
 ETAS = np.round(np.arange(0.30, 1.301, 0.02), 3)
 COMMS = (1.0, 0.7, 0.5, 0.35, 0.25, 0.18)
@@ -636,6 +639,50 @@ def never_seen_band(preds: list[dict], errs: np.ndarray, level: float = 0.9) -> 
             "method": method_of(never_seen_band)}
 
 
+def load_bands(path: Path = BANDS) -> dict[tuple[str, str], float]:
+    """(set, hardware) -> band_rel from prospective_bands.csv; a malformed file is a ValueError naming the row."""
+    out = {}
+    with open(path, newline="") as f:
+        for n, r in enumerate(csv.DictReader(f), start=2):
+            try:
+                key, rel = (r["set"].strip(), r["hardware"].strip()), float(r["band_rel"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"{path.name} row {n}: set, hardware and band_rel (a number) are required ({e})")
+            if not rel > 0:
+                raise ValueError(f"{path.name} row {n}: band_rel must be > 0, got {rel}")
+            out[key] = rel
+    return out
+
+
+def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[tuple[str, str], float],
+                         level: float = 0.9) -> dict:
+    """Did each prospective row land inside the band it carried when it was read? The band is its hardware's entry
+    in ``bands`` for its set (the held-out part of the 90% band in the predictor_error.json committed at the set's
+    commit: that hardware's framework-unknown leave-one-hardware-out q90, or the band of a hardware type without
+    rows where it had fewer than MIN_ROWS_PER_HARDWARE), applied as the predictor applies it, [pred / (1 + rel),
+    pred x (1 + rel)]; the error is the row's framework-unknown prospective error as scored now (factors fitted
+    on every other row). The calibration term the predictor adds in quadrature only widens the band it printed,
+    so this is the stricter test."""
+    sets, inside_all, n_all = {}, 0, 0
+    for since, pr in prospective.items():
+        misses, inside = [], 0
+        for rid, e in pr["rows"].items():
+            key = (since, hw_of[rid])
+            if key not in bands:
+                raise ValueError(f"{BANDS.name}: no band for set {since!r} and hardware {hw_of[rid]!r} "
+                                 f"(row {rid}); add that set's bands from its commit's predictor_error.json")
+            rel, err = bands[key], e["framework_unknown"]
+            if abs(math.log1p(err)) <= math.log1p(rel):
+                inside += 1
+            else:
+                misses.append({"row": rid, "error": err, "band_rel": rel})
+        sets[since] = {"n": len(pr["rows"]), "inside": inside, "misses": misses}
+        inside_all += inside
+        n_all += len(pr["rows"])
+    return {"level": level, "n": n_all, "inside": inside_all, "share": inside_all / n_all if n_all else None,
+            "sets": sets, "method": method_of(prospective_coverage)}
+
+
 #: Columns of training_runs.csv a prediction is made from: two rows equal on these are one input to the predictor.
 SPREAD_KEY = ("hardware", "model", "seq_len", "precision", "accelerators", "global_batch", "micro_batch", "tp", "pp",
               "cp", "interleave", "inter_node_Gbps")
@@ -824,6 +871,7 @@ def main(argv: list[str] | None = None) -> int:
         "prospective": {"method": "rows collected after the predictor's code was last changed (PROSPECTIVE: the "
                                   "commit in place before they were read), held out as one group: factors fitted on "
                                   "every other row", **prospective},
+        "prospective_coverage": prospective_coverage(prospective, {p["id"]: p["hw"] for p in preds}, load_bands()),
         "targets": {"median": 0.10, "worst": 0.25, "ranking": "all pairs"},
     }
     print()
@@ -859,6 +907,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prospective (rows read after commit {since}, {a['n']} rows, fitted on the others): median |error| "
               f"{a['median']:.1%}, worst {a['max']:.1%}, mean {a['mean_signed']:+.1%}; framework unknown: median "
               f"{b['median']:.1%}, worst {b['max']:.1%}")
+    pc = report["prospective_coverage"]
+    if pc["n"]:
+        print(f"prospective rows inside the {pc['level']:.0%} band they carried when read (held-out part, framework "
+              f"unknown): {pc['inside']} of {pc['n']} ({pc['share']:.0%}); by set: " + ", ".join(
+                  f"{k} {v['inside']}/{v['n']}" for k, v in pc["sets"].items()) + "; out: " + (", ".join(
+                  f"{m['row']} {m['error']:+.1%} (band +-{m['band_rel']:.1%})" for v in pc["sets"].values()
+                  for m in v["misses"]) or "none"))
     sp = report["published_spread"]
     if sp["pairs"]:
         top = sp["pairs"][0]

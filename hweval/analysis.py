@@ -1144,6 +1144,10 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     if ov and pro:
         validation += (f"; on {len(pro)} published runs read after the code that predicts them was committed: median "
                        f"{statistics.median(pro):.0%}, worst {max(pro):.0%}")
+        pc = err.get("prospective_coverage") or {}
+        if isinstance(pc.get("inside"), int) and pc.get("n"):
+            validation += (f", {pc['inside']} of {pc['n']} inside the {pc.get('level', LEVEL):.0%} band they "
+                           f"carried when read")
     spread = err.get("published_spread") or {}
     if ov and spread.get("pairs"):
         top = spread["pairs"][0]

@@ -276,6 +276,8 @@ def test_validation_line_names_the_band_of_hardware_without_rows(quick_analysis)
            for r in st["rows"].values()]
     assert f"on {len(pro)} published runs read after the code that predicts them was committed" in v
     assert f"worst {max(pro):.0%}" in v
+    pc = err["prospective_coverage"]
+    assert pc["n"] == len(pro) and f"{pc['inside']} of {pc['n']} inside the 90% band they carried when read" in v
     assert f"worst error under {err['published_spread']['floor']:.0%}" in v
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import math
 import subprocess
 import sys
@@ -576,6 +577,44 @@ def test_validation_interval_coverage_uses_only_the_other_hardware():
     # log-symmetric: -0.30 is inside a +-0.45 band (1/1.45 = 0.69 < 0.70), +0.46 is not
     ic2 = V.interval_coverage([{"hw": "a"}, {"hw": "b"}, {"hw": "c"}], np.array([-0.30, 0.45, 0.45]))
     assert ic2["per_hardware"]["a"]["covered"] == 1.0
+
+
+def test_prospective_coverage_counts_rows_inside_the_band_they_carried(tmp_path):
+    """A prospective row is inside when its framework-unknown error lies in [1/(1+rel), 1+rel] of the published
+    value, rel being its set's band for its hardware; a set/hardware without a band, or a malformed bands file, is
+    an error naming it."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    pro = {"s1": {"rows": {"a": {"framework_unknown": 0.19}, "b": {"framework_unknown": -0.17}}},
+           "s2": {"rows": {"c": {"framework_unknown": 0.30}}}}
+    hw = {"a": "h100-sxm", "b": "h100-sxm", "c": "b200"}
+    bands = {("s1", "h100-sxm"): 0.20, ("s2", "b200"): 0.25}
+    pc = V.prospective_coverage(pro, hw, bands)
+    # +19% inside +-20%; -17% is 1/1.205 of the published value: outside (log-symmetric); +30% outside +-25%
+    assert (pc["n"], pc["inside"]) == (3, 1) and pc["share"] == pytest.approx(1 / 3)
+    assert pc["sets"]["s1"] == {"n": 2, "inside": 1, "misses": [{"row": "b", "error": -0.17, "band_rel": 0.20}]}
+    assert [m["row"] for m in pc["sets"]["s2"]["misses"]] == ["c"]
+    with pytest.raises(ValueError, match="set 's2' and hardware 'b200'"):
+        V.prospective_coverage(pro, hw, {("s1", "h100-sxm"): 0.2})
+    bad = tmp_path / "bands.csv"
+    bad.write_text("set,hardware,band_rel,source\ns1,h100-sxm,wide,x\n")
+    with pytest.raises(ValueError, match="row 2"):
+        V.load_bands(bad)
+
+
+def test_every_prospective_set_has_the_bands_its_rows_carried():
+    """prospective_bands.csv holds, for each PROSPECTIVE set, a band for the hardware of each of its rows, each
+    with the predictor_error.json entry it was read from."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    hw = {r["run_id"]: r["hardware"] for r in csv.DictReader(open(V.RUNS, newline=""))}
+    bands = V.load_bands()
+    for since, ids in V.PROSPECTIVE.items():
+        for rid in ids:
+            assert (since, hw[rid]) in bands, (since, rid)
+    with open(V.BANDS, newline="") as f:
+        for r in csv.DictReader(f):
+            assert r["set"] in V.PROSPECTIVE and f"at commit {r['set']}" in r["source"] and 0 < float(r["band_rel"]) < 1
 
 
 def test_never_seen_band_widens_until_held_out_types_are_covered():
