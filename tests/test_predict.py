@@ -1044,6 +1044,27 @@ def test_a_prediction_in_a_biased_regime_says_so(cat, tmp_path):
         spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8, error_path=bare).notes)
 
 
+def test_regime_bias_is_measured_on_rows_priced_as_a_new_prediction_is():
+    """The buckets the notes read take only rows priced with their hardware's default attention kernel: a
+    llm-foundry row (Triton / FlashAttention v1 curve) and a materialized-attention row (Narayanan et al. 2021) are
+    out, a NeMo H100 row is in; the committed file keeps the all-rows buckets apart."""
+    import json
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    from hwmodels.predict.predictor import ERROR_FILE
+    want = {"lf-h100-7b-s65536-g8-mb1": False, "lf-a100-40-7b-s2048-g8-mb12": False, "narayanan21-t1-1.7b": False,
+            "nemo2407-h100-llama2-7b-g8": True}
+    rows = [r for r in csv.DictReader(open(V.RUNS, newline="")) if r["run_id"] in want]
+    preds, _ = V.prepare(rows, V.default_catalog())
+    assert {p["id"]: p["new_pricing"] for p in preds} == want
+    err = json.loads(ERROR_FILE.read_text())
+    assert 0 < err["bias_by_regime"]["rows"] < err["rows_used"]
+    n_sub = sum(v["n"] for v in err["bias_by_regime"]["hardware"].values())
+    n_all = sum(v["n"] for v in err["bias_by_regime_all_rows"]["hardware"].values())
+    assert n_sub == err["bias_by_regime"]["rows"] and n_all == err["rows_used"]
+
+
 def test_the_validation_files_regime_buckets_are_the_predictors():
     """Every bucket the committed validation file reports is one the predictor's notes can look up."""
     import json
