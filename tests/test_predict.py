@@ -1065,6 +1065,35 @@ def test_regime_bias_is_measured_on_rows_priced_as_a_new_prediction_is():
     assert n_sub == err["bias_by_regime"]["rows"] and n_all == err["rows_used"]
 
 
+def test_regime_bias_within_hardware_does_not_repeat_a_hardwares_bias(tmp_path):
+    """within_hardware: a bucket filled with one hardware's rows states what is left after that hardware's own
+    median signed error; the hardware bucket keeps its raw median. A note read from such a file says so."""
+    import json
+    from types import SimpleNamespace as NS
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    from hwmodels.predict.predictor import regime_bias_notes
+
+    def row(hw, n):
+        return {"hw": hw, "n": n, "spec": NS(seq_len=4096, n_params=lambda: 8e9), "layout": NS(precision="bf16")}
+    # hardware a: +20% on every run, one node or many; hardware b: exact, all multi-node
+    preds = [row("a", 8)] * 3 + [row("a", 64)] * 3 + [row("b", 64)] * 4
+    errs = np.array([0.2] * 6 + [0.0] * 4)
+    raw, within = V.bias_by_regime(preds, errs), V.bias_by_regime(preds, errs, within_hardware=True)
+    assert raw["accelerators"]["0-9"]["median_signed"] == pytest.approx(0.2)
+    assert within["accelerators"]["0-9"]["median_signed"] == pytest.approx(0.0)
+    assert within["hardware"]["a"]["median_signed"] == pytest.approx(0.2)  # the hardware's own, as raw
+    assert within["accelerators"]["9-65"]["median_signed"] == pytest.approx(0.0)
+    f = tmp_path / "err.json"
+    f.write_text(json.dumps({"bias_by_regime": {"within_hardware": True,
+                                                "accelerators": {"0-9": {"n": 10, "median_signed": 0.08}},
+                                                "hardware": {"b200": {"n": 27, "median_signed": 0.064}}}}))
+    notes = regime_bias_notes({"accelerators": 8, "hardware": "b200"}, path=f)
+    assert len(notes) == 2 and "+8.0% from the published throughput beyond each run's hardware's own bias" in notes[0]
+    assert "beyond" not in notes[1] and "+6.4%" in notes[1]
+
+
 def test_the_validation_files_regime_buckets_are_the_predictors():
     """Every bucket the committed validation file reports is one the predictor's notes can look up."""
     import json

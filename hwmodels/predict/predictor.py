@@ -464,9 +464,11 @@ def regime_bias_notes(values: dict[str, Any], path: Path | None = None) -> list[
         if isinstance(med, (int, float)) and n >= MIN_REGIME_ROWS and abs(med) >= REGIME_BIAS_NOTE:
             shown = value if isinstance(value, str) else f"{value:g}"
             way = "faster" if med > 0 else "slower"
+            within = " beyond each run's hardware's own bias" if bias.get("within_hardware") and name != "hardware" \
+                else ""
             out.append(f"{name} {shown} is in the validation's bucket {key}, where the held-out prediction was a "
-                       f"median {med:+.1%} from the published throughput over {n} runs (predicted {way} than the "
-                       f"runs achieved; {ERROR_FILE.name} bias_by_regime)")
+                       f"median {med:+.1%} from the published throughput{within} over {n} runs (predicted {way} "
+                       f"than the runs achieved; {ERROR_FILE.name} bias_by_regime)")
     return out
 
 
