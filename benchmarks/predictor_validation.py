@@ -773,6 +773,7 @@ def main(argv: list[str] | None = None) -> int:
     loho, k_loho = held_out(preds, logerr, lambda p, i: p["hw"])
     # what a new prediction does: the framework is not an input, one (eta, comm_eff) fitted on the other hardware
     loho_any, _ = held_out(preds, logerr, lambda p, i: p["hw"], by_family=False)
+    new_pricing = np.array([p["new_pricing"] for p in preds], dtype=bool)  # the rows the regime notes read
     prospective = {}
     for since, ids in PROSPECTIVE.items():
         idx = [i for i, p in enumerate(preds) if p["id"] in ids]
@@ -881,9 +882,9 @@ def main(argv: list[str] | None = None) -> int:
                                      "FlashAttention v1 rows nor the materialized-attention ones), which the "
                                      "predictor's regime notes read; every regime but the hardware within "
                                      "hardware (a row's error less its hardware's median signed error)",
-                           "rows": int(sum(p["new_pricing"] for p in preds)), "within_hardware": True,
-                           **bias_by_regime([p for p in preds if p["new_pricing"]],
-                                            loo[np.array([p["new_pricing"] for p in preds])], within_hardware=True)},
+                           "rows": int(new_pricing.sum()), "within_hardware": True,
+                           **bias_by_regime([p for p, keep in zip(preds, new_pricing) if keep], loo[new_pricing],
+                                            within_hardware=True)},
         "bias_by_regime_all_rows": {"method": "as bias_by_regime, over every row (a diagnostic: the kernels some "
                                               "sources ran are not what a new prediction is priced with)",
                                     **bias_by_regime(preds, loo)},
