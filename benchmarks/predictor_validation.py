@@ -552,6 +552,43 @@ def held_out(preds: list[dict], logerr: np.ndarray, split_key,
     return out, ks
 
 
+#: Pseudo-rows at 0 a software stack's factor is shrunk with (``stack_shift``): a stack whose other hardware has
+#: few published rows moves a prediction less. 3, as MIN_FAMILY_ROWS; 0, 10 and 30 gave the same leave-one-
+#: hardware-out median within 0.3 points when it was chosen (benchmarks/README.md).
+STACK_PRIOR_ROWS = 3
+
+
+def stack_shift(rows: np.ndarray, logerr: np.ndarray, g: int) -> float:
+    """The software-stack factor: median log(predicted / published) of ``rows`` (published runs on hardware of one
+    vendor software stack) at grid point ``g`` (the framework-unknown fit), shrunk towards 0 by STACK_PRIOR_ROWS
+    pseudo-rows; 0 without rows. A prediction divides its throughput by exp(shift), i.e. multiplies its step
+    time."""
+    if not len(rows):
+        return 0.0
+    return float(np.median(logerr[rows, g])) * len(rows) / (len(rows) + STACK_PRIOR_ROWS)
+
+
+def held_out_stack(preds: list[dict], logerr: np.ndarray, stack_of: dict[str, str]) -> tuple[np.ndarray, dict]:
+    """Leave-one-hardware-out, framework unknown, with the software-stack factor (what a new prediction does): a
+    hardware's rows held out, one (eta, comm_eff, overlap_cost) fitted on the other hardware, then shifted by the
+    stack factor (``stack_shift``) of the rows of the OTHER hardware of its stack only (none for a stack with no
+    other hardware: the plain framework-unknown error). Returns the errors and, per hardware, the shift used."""
+    n = len(preds)
+    out = np.zeros(n)
+    hws = np.array([p["hw"] for p in preds], dtype=object)
+    shifts = {}
+    for hw in dict.fromkeys(hws):
+        held, train = np.flatnonzero(hws == hw), np.flatnonzero(hws != hw)
+        g = fit_eta(list(train), logerr)
+        sib = np.array([j for j in train if stack_of.get(hws[j]) and stack_of.get(hws[j]) == stack_of.get(hw)],
+                       dtype=int)
+        c = stack_shift(sib, logerr, g)
+        shifts[hw] = {"stack": stack_of.get(hw, ""), "shift_log": c, "rows": int(len(sib)),
+                      "from_hardware": sorted({hws[j] for j in sib})}
+        out[held] = np.exp(logerr[held, g] - c) - 1.0
+    return out, shifts
+
+
 def method_of(fn) -> str:
     """The ``method`` text a section of the validation file carries: the first paragraph of the docstring of the
     function that computes it, on one line."""
@@ -773,6 +810,9 @@ def main(argv: list[str] | None = None) -> int:
     loho, k_loho = held_out(preds, logerr, lambda p, i: p["hw"])
     # what a new prediction does: the framework is not an input, one (eta, comm_eff) fitted on the other hardware
     loho_any, _ = held_out(preds, logerr, lambda p, i: p["hw"], by_family=False)
+    # ... and with the factor of its software stack fitted on the stack's other hardware (what new predictions do)
+    stack_of = {hw: catalog.get(hw).software_stack for hw in {p["hw"] for p in preds}}
+    loho_stack, loho_shifts = held_out_stack(preds, logerr, stack_of)
     new_pricing = np.array([p["new_pricing"] for p in preds], dtype=bool)  # the rows the regime notes read
     prospective = {}
     for since, ids in PROSPECTIVE.items():
@@ -793,6 +833,13 @@ def main(argv: list[str] | None = None) -> int:
     for fam, g in sorted(fit_families(everything, all_fams, fit_cost(logerr), k_shrink).items()):
         e, c, ga = GRID[g]
         fam_eta[fam] = {"eta": e, "comm_eff": c, "overlap_cost": ga, "rows": int(np.sum(all_fams == fam))}
+    hw_arr = np.array([p["hw"] for p in preds], dtype=object)
+    stack_factor = {}
+    for st in sorted({v for v in stack_of.values() if v}):
+        rows = np.flatnonzero([stack_of[h] == st for h in hw_arr])
+        c = stack_shift(rows, logerr, k_all)
+        stack_factor[st] = {"shift_log": c, "time_factor": math.exp(c), "rows": int(len(rows)),
+                            "hardware": sorted({hw_arr[j] for j in rows})}
     k1 = GRID.index((1.0, 1.0, 0.0))
     raw = np.exp(logerr[:, k1]) - 1.0
 
@@ -858,6 +905,15 @@ def main(argv: list[str] | None = None) -> int:
                       "hardware: what a new prediction does (the framework is not an input); the predictor's "
                       "intervals read this",
             "overall": quantiles(list(loho_any)), "per_hardware": per_hw(loho_any)},
+        "leave_one_hardware_out_stack": {
+            "method": method_of(held_out_stack) + " The predictor's intervals read this.",
+            "stack_prior_rows": STACK_PRIOR_ROWS, "per_hardware_shift": loho_shifts,
+            "overall": quantiles(list(loho_stack)), "per_hardware": per_hw(loho_stack)},
+        "software_stack_factor": {
+            "method": method_of(stack_shift) + " Fitted on every published row of the stack at the all-rows "
+                      "framework-unknown fit (framework_efficiency); a new prediction's step time is multiplied by "
+                      "time_factor.",
+            "stack_prior_rows": STACK_PRIOR_ROWS, "per_stack": stack_factor},
         "baselines": {"peak_x_0.35": {"overall": quantiles(list(b35)), "per_hardware": per_hw(b35)},
                       "peak_x_mean_published_mfu": {"overall": quantiles(list(bavg)), "per_hardware": per_hw(bavg)}},
         "ranking": rank,
@@ -867,8 +923,8 @@ def main(argv: list[str] | None = None) -> int:
                       "--layout auto does); signed mean and median say whether the search is optimistic",
             "stated": quantiles(loo_by_source[False]), "searched": quantiles(loo_by_source[True]),
             "searched_median_signed": float(np.median(loo_by_source[True])) if loo_by_source[True] else None},
-        "interval_coverage": interval_coverage(preds, loho_any),
-        "never_seen_band": never_seen_band(preds, loho_any),
+        "interval_coverage": interval_coverage(preds, loho_stack),
+        "never_seen_band": never_seen_band(preds, loho_stack),
         "memory_fit": {
             "method": "every published run ran, so its layout fits: the memory model's estimate for the row's layout "
                       "(the least-memory one when nothing with the stated fields fits) against the accelerator's "
@@ -911,6 +967,14 @@ def main(argv: list[str] | None = None) -> int:
     la = report["leave_one_hardware_out_any_framework"]["overall"]
     print(f"leave-one-hardware-out, framework unknown (one eta for all, what new predictions use): median "
           f"{la['median']:.1%}, q90 {la['q90']:.1%}, max {la['max']:.1%}")
+    ls = report["leave_one_hardware_out_stack"]
+    print(f"leave-one-hardware-out, framework unknown, with the software-stack factor of the stack's other hardware "
+          f"(what new predictions do): median {ls['overall']['median']:.1%}, q90 {ls['overall']['q90']:.1%}, max "
+          f"{ls['overall']['max']:.1%}; per hardware median (without -> with): " + ", ".join(
+              f"{hw} {report['leave_one_hardware_out_any_framework']['per_hardware'][hw]['median']:.1%} -> "
+              f"{v['median']:.1%}" for hw, v in ls["per_hardware"].items()))
+    print("software-stack factors (step-time multiplier, rows): " + ", ".join(
+        f"{st} x{v['time_factor']:.3f} ({v['rows']}: {'/'.join(v['hardware'])})" for st, v in stack_factor.items()))
     print(f"family shrinkage: {k_shrink:.2f} pseudo-rows of the all-rows fit (per LOHO split: "
           + ", ".join(f"{k:.2f}" for k in k_loho) + ")")
     lo = report["leave_one_source_out"]["overall"]
@@ -951,7 +1015,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"LOO bias by {name}, {what} (median signed / median |error|, n): " + "; ".join(
                 f"{k} {v['median_signed']:+.1%} / {v['median_abs']:.1%} ({v['n']})" for k, v in buckets.items()))
     ic = report["interval_coverage"]
-    print(f"90% band of a never-seen hardware (q90 of the other hardware's framework-unknown held-out error) holds "
+    print(f"90% band of a never-seen hardware (q90 of the other hardware's framework-unknown held-out error with the "
+          f"stack factor) holds "
           f"{ic['overall_covered']:.0%} of the rows: " + ", ".join(
               f"{h} {v['covered']:.0%} (+-{v['band_rel']:.0%}, n={v['n']})" for h, v in ic["per_hardware"].items()))
     nb = report["never_seen_band"]

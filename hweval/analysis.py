@@ -1142,7 +1142,8 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     pro = [abs(r["framework_unknown"]) for k, st in (err.get("prospective") or {}).items() if k != "method"
            for r in (st.get("rows") or {}).values() if isinstance(r.get("framework_unknown"), (int, float))]
     if ov and pro:
-        validation += (f"; on {len(pro)} published runs read after the code that predicts them was committed: median "
+        validation += (f"; on {len(pro)} published runs read after the step model that predicts them was committed "
+                       f"(scored without the software-stack factor, added after they were read): median "
                        f"{statistics.median(pro):.0%}, worst {max(pro):.0%}")
         pc = err.get("prospective_coverage") or {}
         if isinstance(pc.get("inside"), int) and pc.get("n"):

@@ -9,7 +9,10 @@ table that holds numbers carries a non-empty ``source`` string.
 
 Schema (per-accelerator figures unless the name says ``node``)::
 
-    id, name, kind = "cpu"|"gpu"|"tpu"|"accelerator", notes (optional)
+    id, name, kind = "cpu"|"gpu"|"tpu"|"accelerator", notes (optional),
+    software_stack (optional: one of STACKS, the vendor software the node trains with; the
+                            predictor carries a factor per stack fitted on the published runs of
+                            the stack's other hardware, hwmodels.predict.predictor.stack_factor)
     [accelerators]          per_node_count, source
     [match]                 (optional) cpu_model_contains=[..], cpu_flags_all=[..],
                             cores_max, gpu_name_contains=[..]
@@ -94,6 +97,9 @@ REQUIRED_MODES = ("on_demand", "reserved", "spot", "on_prem")  # reserved_3y may
 RESERVED_MODES = ("reserved", "reserved_3y")
 TOPOLOGIES = ("switch", "mesh", "ring", "torus2d", "torus3d", "pcie", "none")
 DIRECTIONS = ("bidirectional", "unidirectional")
+#: Vendor software stacks (compiler, kernel libraries, collective library) a node trains with: hardware of one
+#: stack shares what no op model accounts for (benchmarks/predictor_validation.py, stack factor).
+STACKS = ("cuda", "rocm", "xla-tpu", "synapseai", "cpu")
 STALE_MONTHS = 12.0
 DAYS_PER_MONTH = 365.25 / 12  # mean Gregorian-ish month, for ages in months
 SPARSITY_FACTOR = 2.0  # 2:4 structured sparsity, see module docstring
@@ -236,6 +242,7 @@ class NodeType:
     intra_node_unidir_bytes_per_s: float = 0.0
     inter_node_bytes_per_s_per_accelerator: float = 0.0
     topology_declared: bool = False
+    software_stack: str = ""
 
     def peak_flops_per_s(self, dtype: str, sparse: bool = False, *, per: str = "node") -> float:
         """Datasheet peak for ``dtype``; dense unless ``sparse=True`` (never a sparse figure as dense).
@@ -320,7 +327,7 @@ class NodeType:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "name": self.name, "kind": self.kind,
+            "id": self.id, "name": self.name, "kind": self.kind, "software_stack": self.software_stack,
             "accelerators_per_node": self.accelerators_per_node,
             "peak_dense_flops_per_s": {d: p.dense_flops_per_s for d, p in self.peaks.items()},
             "peak_sparse_flops_per_s": {d: p.sparse_flops_per_s for d, p in self.peaks.items() if p.sparse_flops_per_s},
@@ -523,6 +530,7 @@ def parse_node(data: dict[str, Any], file: str = "<catalog>", *, require_topolog
     if kind not in KINDS:
         raise top.err("kind", f"unknown value {kind!r}; valid choices: {', '.join(KINDS)}")
     notes = top.string("notes", "")
+    stack = top.choice("software_stack", STACKS, "")
     sources: dict[str, str] = {}
 
     acc = top.sub("accelerators")
@@ -616,7 +624,8 @@ def parse_node(data: dict[str, Any], file: str = "<catalog>", *, require_topolog
                     sources=sources, match=match, notes=notes, path=file, scale_up_size=scale_up,
                     intra_node_link=link, intra_node_topology=topology, intra_node_bidirectional=bidir,
                     intra_node_unidir_bytes_per_s=intra_unidir,
-                    inter_node_bytes_per_s_per_accelerator=inter / count, topology_declared=declared)
+                    inter_node_bytes_per_s_per_accelerator=inter / count, topology_declared=declared,
+                    software_stack=stack)
 
 
 def load_node(path: str | os.PathLike[str]) -> NodeType:

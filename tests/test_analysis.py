@@ -274,7 +274,7 @@ def test_validation_line_names_the_band_of_hardware_without_rows(quick_analysis)
     err = json.loads(ERROR_FILE.read_text())
     pro = [abs(r["framework_unknown"]) for k, st in err["prospective"].items() if k != "method"
            for r in st["rows"].values()]
-    assert f"on {len(pro)} published runs read after the code that predicts them was committed" in v
+    assert f"on {len(pro)} published runs read after the step model that predicts them was committed" in v
     assert f"worst {max(pro):.0%}" in v
     pc = err["prospective_coverage"]
     assert pc["n"] == len(pro) and f"{pc['inside']} of {pc['n']} inside the 90% band they carried when read" in v

@@ -397,3 +397,20 @@ def test_quotes_missing_file_and_column_order(tmp_path):
     qs = load_quotes(_quotes_file(tmp_path, "\ufeffsource,as_of,node,usd_per_accelerator_hour,mode\n"
                                             "Lambda list,2026-09,b200, 4.99 ,on_demand\n"), today=TODAY)
     assert (qs[0].node, qs[0].mode, qs[0].usd_per_accelerator_hour) == ("b200", "on_demand", 4.99)
+
+
+def test_software_stack_is_a_named_choice():
+    """Every shipped node names its vendor software stack (the predictor's stack factor groups hardware by it);
+    a bad value is an error naming the field and the choices; a hand-built node without it has none."""
+    cat = default_catalog()
+    stacks = {n.id: n.software_stack for n in cat}
+    assert all(stacks.values()), stacks
+    assert stacks["gaudi2"] == stacks["gaudi3"] == "synapseai" and stacks["tpu-v5e"] == stacks["tpu-v5p"]
+    assert stacks["mi300x"] != stacks["h100-sxm"] and stacks["cpu-epyc-zen4-2c"] != stacks["mi300x"]
+    d = _raw("mi300x")
+    d["software_stack"] = "cuda12"
+    with pytest.raises(ModelInputError, match=r"software_stack.*valid choices: cuda, rocm"):
+        parse_node(d, "mi300x.toml")
+    d = _raw("mi300x")
+    del d["software_stack"]
+    assert parse_node(d, "mi300x.toml").software_stack == ""

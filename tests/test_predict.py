@@ -637,6 +637,68 @@ def test_never_seen_band_widens_until_held_out_types_are_covered():
     assert not far["met"] and far["quantile"] == V.BAND_QUANTILES[-1]
 
 
+def test_stack_factor_is_fitted_on_the_other_hardware_of_the_stack_only():
+    """Held out, a hardware's stack factor is the shrunk median error of the OTHER hardware of its stack, at the
+    fit of the other hardware; another stack's rows do not move it, and a hardware alone in its stack keeps its
+    framework-unknown error."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    preds = [{"hw": h} for h in ("a",) * 4 + ("b",) * 6 + ("c",) * 5]
+    g = len(V.GRID)
+    # every grid point scores the same, so the fit is the first point whatever the split
+    off = np.array([0.10] * 4 + [0.20, 0.20, 0.30, 0.30, 0.30, 0.40] + [-0.5] * 5)
+    logerr = np.repeat(off[:, None], g, axis=1)
+    stacks = {"a": "s1", "b": "s1", "c": "s2"}
+    errs, shifts = V.held_out_stack(preds, logerr, stacks)
+    b_shift = 0.30 * 6 / (6 + V.STACK_PRIOR_ROWS)  # median of b's rows, shrunk
+    assert shifts["a"]["shift_log"] == pytest.approx(b_shift) and shifts["a"]["from_hardware"] == ["b"]
+    assert errs[:4] == pytest.approx(np.exp(0.10 - b_shift) - 1.0)
+    assert shifts["b"]["shift_log"] == pytest.approx(0.10 * 4 / (4 + V.STACK_PRIOR_ROWS))
+    assert shifts["c"] == {"stack": "s2", "shift_log": 0.0, "rows": 0, "from_hardware": []}
+    assert errs[-5:] == pytest.approx(np.exp(-0.5) - 1.0)
+    assert V.stack_shift(np.array([], dtype=int), logerr, 0) == 0.0
+
+
+def test_prediction_carries_its_software_stack_factor(tmp_path, a100):
+    """The validation's factor for the node's stack multiplies the step time and every part of the breakdown
+    alike, and the calibration says where it came from; a stack the file does not list is x1."""
+    import json
+
+    from hwmodels.predict.predictor import stack_factor
+
+    p = tmp_path / "err.json"
+    p.write_text(json.dumps({"software_stack_factor": {"per_stack": {
+        "cuda": {"time_factor": 1.25, "rows": 7, "hardware": ["h100-sxm"]}}}}))
+    s = preset("llama2-7b")
+    lay = Layout(dp=8, micro_batch=1, sharding="zero1", recompute="none")
+    assert a100.software_stack == "cuda"
+    base = make_prediction(s, a100, lay, hardware="a100-80gb-sxm", accelerators=8, global_batch=64, error_path=p,
+                           stack=1.0)
+    pr = make_prediction(s, a100, lay, hardware="a100-80gb-sxm", accelerators=8, global_batch=64, error_path=p)
+    assert pr.step_time_s == pytest.approx(1.25 * base.step_time_s)
+    assert pr.tokens_per_s == pytest.approx(base.tokens_per_s / 1.25) and pr.mfu == pytest.approx(base.mfu / 1.25)
+    assert sum(pr.breakdown_s.values()) == pytest.approx(pr.step_time_s)
+    assert all(pr.breakdown_s[k] == pytest.approx(1.25 * v) for k, v in base.breakdown_s.items())
+    assert "x1.250" in pr.calibration["software_stack"] and "7 published runs on h100-sxm" in \
+        pr.calibration["software_stack"]
+    assert stack_factor("rocm", p)[0] == 1.0 and "no stack factor" in stack_factor("rocm", p)[1]
+    assert stack_factor("", p)[0] == 1.0
+
+
+def test_interval_prefers_the_stack_factor_error(tmp_path):
+    """New predictions carry the stack factor, so their interval is the held-out error scored with it."""
+    import json
+
+    from hwmodels.predict.predictor import held_out_error
+
+    p = tmp_path / "err.json"
+    p.write_text(json.dumps({
+        "leave_one_hardware_out_any_framework": {"per_hardware": {"b200": {"q90": 0.2, "n": 9}}},
+        "leave_one_hardware_out_stack": {"per_hardware": {"b200": {"q90": 0.15, "n": 9}}}}))
+    rel, how = held_out_error("b200", p)
+    assert rel == pytest.approx(0.15) and "stack factor" in how
+
+
 def test_selective_that_keeps_only_matmul_outputs():
     """selective_saves="dots" (MaxText remat_policy=minimal): 2 bytes x (q + 2 d_kv + f) per token split over TP,
     2 bytes x 3 h (attention output projection, MLP output, layer input) split only with SP; below Korthikanti's

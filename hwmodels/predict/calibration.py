@@ -226,6 +226,8 @@ class Calibration:
     #: count, from the ``dispatch`` kernel (``mode=optimizer``): ((tensors, seconds), ...); empty = not measured
     optimizer_host: tuple[tuple[int, float], ...] = ()
     optimizer_host_source: str = ""
+    #: the node's vendor software stack (catalog ``software_stack``): which published runs' stack factor applies
+    software_stack: str = ""
 
     # -- GEMM ----------------------------------------------------------------------
     def gemm_eff(self, m: int, n: int, k: int, dtype: str) -> float:
@@ -694,6 +696,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
                **({"attention_kernel": default_kernel} if default_kernel != DEFAULT_ATTENTION_KERNEL else {})},
         elementwise_bw=elementwise,
         host_op_s=host_op, optimizer_host=tuple(opt_host), optimizer_host_source=opt_src,
+        software_stack=str(getattr(node, "software_stack", "") or ""),
     )
 
 

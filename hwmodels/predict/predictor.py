@@ -365,14 +365,16 @@ def _errors(path: str) -> dict[str, Any]:
 
 
 #: Sections of the validation file the intervals read, in order of preference.
-LOHO_KEYS = ("leave_one_hardware_out_any_framework", "leave_one_hardware_out")
+LOHO_KEYS = ("leave_one_hardware_out_stack", "leave_one_hardware_out_any_framework", "leave_one_hardware_out")
 
 
 def loho_section(errors: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(how it was scored, section) of a validation file's leave-one-hardware-out error that new predictions
     carry: scored with one framework factor for every framework, as a new prediction uses; older files only
     have the per-family one. ("", {}) when the file has neither."""
-    for name, how in zip(LOHO_KEYS, ("leave-one-hardware-out, framework unknown", "leave-one-hardware-out")):
+    for name, how in zip(LOHO_KEYS, ("leave-one-hardware-out, framework unknown, with the stack factor of the "
+                                      "stack's other hardware", "leave-one-hardware-out, framework unknown",
+                                      "leave-one-hardware-out")):
         if errors.get(name):
             return how, errors[name]
     return "", {}
@@ -521,6 +523,23 @@ def framework_factors(*, eta: float | None = None, comm_eff: float | None = None
                             f"given; the rest {fitted.how}")
 
 
+def stack_factor(stack: str, path: Path | None = None) -> tuple[float, str]:
+    """(step-time factor, where it came from) of a vendor software stack (catalog ``software_stack``): what the
+    published runs on that stack's hardware took beyond the op model at the framework-unknown fit, the
+    validation's ``software_stack_factor`` (median over the stack's rows, shrunk towards 1). 1 when the stack has
+    no published rows or the file does not say. Validated by leave-one-hardware-out with the factor of the stack's
+    other hardware only (``leave_one_hardware_out_stack``), which the intervals read."""
+    per = (_errors(str(path or ERROR_FILE)).get("software_stack_factor") or {}).get("per_stack") or {}
+    s = per.get(stack) if stack else None
+    if not isinstance(s, dict) or not isinstance(s.get("time_factor"), (int, float)):
+        return 1.0, (f"software stack {stack or 'not stated'}: no published training rows on it in "
+                     f"{ERROR_FILE.name}, no stack factor (x1)")
+    f = float(s["time_factor"])
+    return f, (f"software stack {stack}: step time x{f:.3f}, the median of {s.get('rows', '?')} published runs on "
+               f"{', '.join(s.get('hardware', ())) or '?'} against the op model at the framework-unknown fit "
+               f"({'slower' if f > 1 else 'faster'} than modelled; {ERROR_FILE.name} software_stack_factor)")
+
+
 # ------------------------------------------------------------------------------ output
 @dataclass(frozen=True, kw_only=True)
 class Prediction:
@@ -591,24 +610,30 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
                     usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
                     attention: str = "flash", eta: float | None = None, comm_eff: float | None = None,
                     overlap_cost: float | None = None, error_path: Path | None = None, times: StepTimes | None = None,
-                    min_billed_hours: float = 0.0) -> Prediction:
+                    min_billed_hours: float = 0.0, stack: float | None = None) -> Prediction:
     """One layout's prediction. ``min_billed_hours``: hours per accelerator a committed pricing term bills
     however short the job (``Price.min_billed_hours``); the cost is the larger of the job's accelerator-hours
-    and ``accelerators x min_billed_hours``, so it agrees with the report's bill."""
+    and ``accelerators x min_billed_hours``, so it agrees with the report's bill. ``stack``: the step-time factor
+    of the node's software stack; None = the validation's (:func:`stack_factor` of ``cal.software_stack``), which
+    scales every part of the breakdown alike."""
     seq = seq_len or spec.seq_len
     if layout.world != accelerators:
         raise ModelInputError(f"layout: dp*tp*pp*cp = {layout.world} != accelerators ({accelerators})")
     factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
     st = times or step_times(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention,
                              eta=factors.eta, comm_eff=factors.comm_eff, overlap_cost=factors.overlap_cost)
-    step = st.total
+    if stack is None:
+        stack, stack_how = stack_factor(cal.software_stack, error_path)
+    else:
+        stack_how = f"step time x{stack:.3f} (given)"
+    step = st.total * stack
     seqs = st.microbatches * layout.dp * layout.micro_batch
     tps = seqs * seq / step
     peak = cal.peak_flops(layout.precision) * accelerators
     mfu = st.model_flops / (step * peak)
     hfu = st.hardware_flops / (step * peak)
     rel_v, rel_src = held_out_error(hardware, error_path)
-    cal_sigma = cal.rel_sigma(comm_share=st.exposed_comm / step if step > 0 else 0.0)
+    cal_sigma = cal.rel_sigma(comm_share=st.exposed_comm / st.total if st.total > 0 else 0.0)
     rel = math.sqrt(rel_v ** 2 + cal_sigma ** 2)
     interval = {"level": INTERVAL_LEVEL, "relative": rel,
                 "method": f"{rel_src}; combined in quadrature with calibration uncertainty "
@@ -640,11 +665,13 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
                                 "precision": layout.precision, "hardware": hardware}, error_path)
     calib = dict(cal.sources())
     calib["framework_efficiency"] = factors.label()
+    calib["software_stack"] = stack_how
     return Prediction(
         hardware=hardware, accelerators=accelerators, model=getattr(spec, "name", "custom"), seq_len=seq,
         global_batch=global_batch, layout=layout, step_time_s=step,
-        breakdown_s={"compute": st.compute, "memory_bound": st.memory_bound, "exposed_comm": st.exposed_comm,
-                     "bubble": st.bubble, "overhead": st.overhead},
+        breakdown_s={"compute": st.compute * stack, "memory_bound": st.memory_bound * stack,
+                     "exposed_comm": st.exposed_comm * stack, "bubble": st.bubble * stack,
+                     "overhead": st.overhead * stack},
         tokens_per_s=tps, tokens_per_s_per_accelerator=tps / accelerators, mfu=mfu, hfu=hfu, memory=st.memory,
         interval=interval, calibration=calib, tokens=tokens, time_to_train_s=ttt, accelerator_hours=acc_h,
         pricing=pricing if cost is not None else None,
@@ -708,7 +735,7 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
 
 
 __all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",
-           "framework_eta", "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
+           "framework_eta", "stack_factor", "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
 
 
 def predict_workload(name: str, config: dict[str, Any], cal: Calibration, *, attention: str = "materialized",
