@@ -1139,12 +1139,17 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
                        f"(q{band.get('quantile', 0) * 100:g}"
                        + (f", which held {cov:.0%} of a held-out type's rows" if isinstance(cov, (int, float)) else "")
                        + ")")
-    pro = [abs(r["framework_unknown"]) for k, st in (err.get("prospective") or {}).items() if k != "method"
-           for r in (st.get("rows") or {}).values() if isinstance(r.get("framework_unknown"), (int, float))]
+    # each prospective set scored as the predictor was when its rows were read (``scored_with``)
+    scored = [(st.get("scored_with") or "framework_unknown", r) for k, st in (err.get("prospective") or {}).items()
+              if k != "method" for r in (st.get("rows") or {}).values()]
+    pro = [abs(r[w]) for w, r in scored if isinstance(r.get(w), (int, float))]
+    n_stack = sum(1 for w, r in scored if w == "framework_unknown_stack" and isinstance(r.get(w), (int, float)))
     if ov and pro:
+        how_scored = ("scored without the software-stack factor, added after they were read" if not n_stack else
+                      f"the {n_stack} read after the software-stack factor was added scored with it, the others "
+                      "without")
         validation += (f"; on {len(pro)} published runs read after the step model that predicts them was committed "
-                       f"(scored without the software-stack factor, added after they were read): median "
-                       f"{statistics.median(pro):.0%}, worst {max(pro):.0%}")
+                       f"({how_scored}): median {statistics.median(pro):.0%}, worst {max(pro):.0%}")
         pc = err.get("prospective_coverage") or {}
         if isinstance(pc.get("inside"), int) and pc.get("n"):
             validation += (f", {pc['inside']} of {pc['n']} inside the {pc.get('level', LEVEL):.0%} band they "

@@ -272,7 +272,7 @@ def test_validation_line_names_the_band_of_hardware_without_rows(quick_analysis)
     assert f"held {band['coverage']['mean_hardware_covered']:.0%} of a held-out type's rows" in v
     # the prospective runs (every set, framework unknown as the report predicts) and the same-input spread floor
     err = json.loads(ERROR_FILE.read_text())
-    pro = [abs(r["framework_unknown"]) for k, st in err["prospective"].items() if k != "method"
+    pro = [abs(r[st["scored_with"]]) for k, st in err["prospective"].items() if k != "method"
            for r in st["rows"].values()]
     assert f"on {len(pro)} published runs read after the step model that predicts them was committed" in v
     assert f"worst {max(pro):.0%}" in v

@@ -594,6 +594,11 @@ def test_prospective_coverage_counts_rows_inside_the_band_they_carried(tmp_path)
     assert (pc["n"], pc["inside"]) == (3, 1) and pc["share"] == pytest.approx(1 / 3)
     assert pc["sets"]["s1"] == {"n": 2, "inside": 1, "misses": [{"row": "b", "error": -0.17, "band_rel": 0.20}]}
     assert [m["row"] for m in pc["sets"]["s2"]["misses"]] == ["c"]
+    # a set read after the software-stack factor is counted with the error scored with it
+    pro["s3"] = {"rows": {"d": {"framework_unknown": 0.5, "framework_unknown_stack": 0.05}},
+                 "scored_with": "framework_unknown_stack"}
+    pc3 = V.prospective_coverage(pro, {**hw, "d": "tpu-v5e"}, {**bands, ("s3", "tpu-v5e"): 0.10})
+    assert pc3["sets"]["s3"] == {"n": 1, "inside": 1, "misses": []}
     with pytest.raises(ValueError, match="set 's2' and hardware 'b200'"):
         V.prospective_coverage(pro, hw, {("s1", "h100-sxm"): 0.2})
     bad = tmp_path / "bands.csv"
@@ -651,12 +656,20 @@ def test_stack_factor_is_fitted_on_the_other_hardware_of_the_stack_only():
     stacks = {"a": "s1", "b": "s1", "c": "s2"}
     errs, shifts = V.held_out_stack(preds, logerr, stacks)
     b_shift = 0.30 * 6 / (6 + V.STACK_PRIOR_ROWS)  # median of b's rows, shrunk
-    assert shifts["a"]["shift_log"] == pytest.approx(b_shift) and shifts["a"]["from_hardware"] == ["b"]
+    assert shifts["a"]["s1"]["shift_log"] == pytest.approx(b_shift) and shifts["a"]["s1"]["from_hardware"] == ["b"]
     assert errs[:4] == pytest.approx(np.exp(0.10 - b_shift) - 1.0)
-    assert shifts["b"]["shift_log"] == pytest.approx(0.10 * 4 / (4 + V.STACK_PRIOR_ROWS))
-    assert shifts["c"] == {"stack": "s2", "shift_log": 0.0, "rows": 0, "from_hardware": []}
+    assert shifts["b"]["s1"]["shift_log"] == pytest.approx(0.10 * 4 / (4 + V.STACK_PRIOR_ROWS))
+    assert shifts["c"] == {"s2": {"shift_log": 0.0, "rows": 0, "from_hardware": []}}
     assert errs[-5:] == pytest.approx(np.exp(-0.5) - 1.0)
     assert V.stack_shift(np.array([], dtype=int), logerr, 0) == 0.0
+    # another split (a prospective set: rows 0-1 of a and row 4 of b held out): each held-out row takes the factor
+    # of its stack's rows outside the split, its own hardware's included
+    held = {0, 1, 4}
+    errs2, shifts2 = V.held_out_stack(preds, logerr, stacks, lambda p, i: i in held)
+    rest = [0.10, 0.10] + [0.20, 0.30, 0.30, 0.30, 0.40]  # s1 rows outside the split
+    c = float(np.median(rest)) * len(rest) / (len(rest) + V.STACK_PRIOR_ROWS)
+    assert shifts2[True]["s1"]["shift_log"] == pytest.approx(c) and shifts2[True]["s1"]["rows"] == 7
+    assert errs2[[0, 1, 4]] == pytest.approx(np.exp(off[[0, 1, 4]] - c) - 1.0)
 
 
 def test_prediction_carries_its_software_stack_factor(tmp_path, a100):
