@@ -149,6 +149,21 @@ def torchtitan_op_sac_share(spec) -> float:
     return sum(mms[1::2]) / sum(mms)
 
 
+def ffn_share(spec) -> float:
+    """Share of a layer's linear-layer FLOPs in its feed-forward block (w1, w3, w2 of a GLU MLP; w1, w2 without)."""
+    d, q, kv, f = spec.d_model, spec.q_dim, spec.d_kv, spec.ffn_dim
+    ffn = (3 if spec.glu else 2) * d * f
+    return ffn / (2 * d * q + 2 * d * kv + ffn)
+
+
+#: AXLearn remat policies (the ``RematSpec`` policy of the repeated transformer layer, which each AXLearn row's
+#: source_detail names from its trainer config): ``save_only_these_names`` with the attention projections and
+#: context saved recomputes the feed-forward block (priced as full recomputation of the FFN's share of the layer's
+#: matmul FLOPs, as torchtitan's op-level SAC is); ``dots_saveable`` saves every matmul output (MaxText's
+#: ``minimal``: selective with ``selective_saves="dots"``)
+AXLEARN_REMAT = ("save_only_these_names", "dots_saveable")
+
+
 def framework_selective(spec, cal, lay: Layout, row: dict, gb: int, core: str) -> tuple[Layout, str]:
     """The layout a framework's own "selective" checkpointing stands for, and how it was chosen: the share of
     layers fully recomputed from the published HFU / MFU ratio when the source states both (the hardware FLOPs a
@@ -165,7 +180,19 @@ def framework_selective(spec, cal, lay: Layout, row: dict, gb: int, core: str) -
         return (dataclasses.replace(lay, recompute="full", recompute_layers=round(share, 3)),
                 f"HFU/MFU {float(hfu) / float(mfu):.3f}: full recomputation of {share:.0%} of the layers")
     floor = 0.0
-    if family(row.get("framework", "")) == "torchtitan":
+    if family(row.get("framework", "")) == "axlearn":
+        policy = next((k for k in AXLEARN_REMAT if k in row.get("source_detail", "")), None)
+        if policy == "dots_saveable":
+            cand = dataclasses.replace(lay, selective_saves="dots")
+            if step_times(spec, cal, cand, global_batch=gb, memory_only=True, attention=core).memory.fits:
+                return cand, "remat dots_saveable: every matmul output saved (selective, dots)"
+        elif policy == "save_only_these_names":
+            floor = ffn_share(spec)
+            cand = dataclasses.replace(lay, recompute="full", recompute_layers=round(floor, 3))
+            if step_times(spec, cal, cand, global_batch=gb, memory_only=True, attention=core).memory.fits:
+                return cand, (f"remat save_only_these_names (attention projections and context saved): the "
+                              f"feed-forward block recomputed ({floor:.0%} of the layer's matmul FLOPs)")
+    elif family(row.get("framework", "")) == "torchtitan":
         # torchtitan's default selective_ac_option = "op": per layer, every compute op's output is saved except
         # every second mm (torchtitan parallelize: "Saves output of all compute ops, except every second mm"),
         # i.e. of wq, wk, wv, wo, w1, w3, w2 in call order, wk, wo and w3 are recomputed
@@ -187,7 +214,7 @@ def family(framework: str) -> str:
     parameter engine of Narayanan et al. 2021's comparison) is its own family: a different code path from
     Megatron-DeepSpeed's ZeRO-1 with TP/PP (BLOOM, Intel Gaudi)."""
     f = framework.lower()
-    for key, name in (("foundry", "llm-foundry"), ("maxtext", "maxtext"), ("torchtitan", "torchtitan"),
+    for key, name in (("foundry", "llm-foundry"), ("axlearn", "axlearn"), ("maxtext", "maxtext"), ("torchtitan", "torchtitan"),
                       ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("fms-fsdp", "fms-fsdp"),
                       ("megatron", "megatron"), ("nemo", "megatron"), ("gaudi", "gaudi-optimum")):
         if key in f:
@@ -468,12 +495,18 @@ PROSPECTIVE = {"a840a7a": (
     "mlperf30-coreweave-h100-gpt3-175b-g768", "mlperf30-coreweave-h100-gpt3-175b-g1536",
     "mlperf30-coreweave-h100-gpt3-175b-g3584", "mlperf31-nvidia-h100-gpt3-175b-g512",
     "mlperf31-nvidia-h100-gpt3-175b-g10240", "mlperf60-cisco-h200-llama3-8b-g16",
-    "mlperf60-cisco-h100-llama3-8b-g128")}
+    "mlperf60-cisco-h100-llama3-8b-g128"),
+    # read on 2026-12-05 evening after 3246dee (the software-stack factor; the step model still that of a840a7a):
+    # AXLearn (apple/axlearn) fuji-7B step times stated in its source on TPU v5e and v5p (MLPerf's TPU v5e/v5p
+    # GPT-3 submissions all trained in INT8 and are not used)
+    "3246dee": (
+    "axlearn-v5e-fuji7b-v1-1024", "axlearn-v5p-fuji7b-v1-256", "axlearn-v5e-fuji7b-v2-1024",
+    "axlearn-v5e-fuji7b-v1-32")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ()
+STACK_SETS: tuple[str, ...] = ("3246dee",)
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one

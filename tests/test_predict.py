@@ -712,6 +712,25 @@ def test_interval_prefers_the_stack_factor_error(tmp_path):
     assert rel == pytest.approx(0.15) and "stack factor" in how
 
 
+def test_axlearn_remat_policy_is_priced_from_the_policy_the_row_names(a100):
+    """AXLearn's save_only_these_names (attention projections and context saved) recomputes the feed-forward block:
+    full recomputation of the FFN's share of the layer's matmul FLOPs; dots_saveable saves every matmul output."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    s = preset("llama2-7b")
+    d, f = s.d_model, s.ffn_dim
+    assert V.ffn_share(s) == pytest.approx(3 * d * f / (4 * d * d + 3 * d * f))
+    lay = Layout(dp=64, micro_batch=1, sharding="full_shard", recompute="selective")
+    row = {"framework": "AXLearn (JAX/XLA)", "source_detail": "policy save_only_these_names(q_proj, context)"}
+    got, how = V.framework_selective(s, a100, lay, row, 64, "flash")
+    assert got.recompute == "full" and got.recompute_layers == pytest.approx(round(V.ffn_share(s), 3))
+    assert "feed-forward block recomputed" in how
+    got, how = V.framework_selective(s, a100, lay, {**row, "source_detail": "RematSpec policy dots_saveable"}, 64,
+                                     "flash")
+    assert got.recompute == "selective" and got.selective_saves == "dots" and "dots_saveable" in how
+    assert V.family("AXLearn (JAX/XLA), apple/axlearn") == "axlearn"
+
+
 def test_selective_that_keeps_only_matmul_outputs():
     """selective_saves="dots" (MaxText remat_policy=minimal): 2 bytes x (q + 2 d_kv + f) per token split over TP,
     2 bytes x 3 h (attention output projection, MLP output, layer input) split only with SP; below Korthikanti's
