@@ -886,8 +886,12 @@ def main(argv: list[str] | None = None) -> int:
     for st in sorted({v for v in stack_of.values() if v}):
         rows = np.flatnonzero([stack_of[h] == st for h in hw_arr])
         c = stack_shift(rows, logerr, k_all)
+        fams_n: dict[str, int] = {}
+        for j in rows:
+            fams_n[preds[j]["fam"]] = fams_n.get(preds[j]["fam"], 0) + 1
         stack_factor[st] = {"shift_log": c, "time_factor": math.exp(c), "rows": int(len(rows)),
-                            "hardware": sorted({hw_arr[j] for j in rows})}
+                            "hardware": sorted({hw_arr[j] for j in rows}),
+                            "families": dict(sorted(fams_n.items(), key=lambda kv: -kv[1]))}
     k1 = GRID.index((1.0, 1.0, 0.0))
     raw = np.exp(logerr[:, k1]) - 1.0
 

@@ -694,6 +694,11 @@ def test_prediction_carries_its_software_stack_factor(tmp_path, a100):
     assert all(pr.breakdown_s[k] == pytest.approx(1.25 * v) for k, v in base.breakdown_s.items())
     assert "x1.250" in pr.calibration["software_stack"] and "7 published runs on h100-sxm" in \
         pr.calibration["software_stack"]
+    assert "mostly that framework" not in pr.calibration["software_stack"]
+    p.write_text(json.dumps({"software_stack_factor": {"per_stack": {
+        "xla-tpu": {"time_factor": 0.9, "rows": 46, "hardware": ["tpu-v5e"], "families": {"maxtext": 42, "x": 4}}}}}))
+    stack_factor.__globals__["_errors"].cache_clear()
+    assert "maxtext ran 91% of them" in stack_factor("xla-tpu", p)[1]
     assert stack_factor("rocm", p)[0] == 1.0 and "no stack factor" in stack_factor("rocm", p)[1]
     assert stack_factor("", p)[0] == 1.0
 

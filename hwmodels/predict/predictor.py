@@ -523,6 +523,10 @@ def framework_factors(*, eta: float | None = None, comm_eff: float | None = None
                             f"given; the rest {fitted.how}")
 
 
+#: A stack factor whose runs come this much from one framework family is stated as that framework's
+STACK_ONE_FRAMEWORK = 0.75
+
+
 def stack_factor(stack: str, path: Path | None = None) -> tuple[float, str]:
     """(step-time factor, where it came from) of a vendor software stack (catalog ``software_stack``): what the
     published runs on that stack's hardware took beyond the op model at the framework-unknown fit, the
@@ -535,9 +539,14 @@ def stack_factor(stack: str, path: Path | None = None) -> tuple[float, str]:
         return 1.0, (f"software stack {stack or 'not stated'}: no published training rows on it in "
                      f"{ERROR_FILE.name}, no stack factor (x1)")
     f = float(s["time_factor"])
+    fams = s.get("families") or {}
+    top = max(fams.values()) / max(sum(fams.values()), 1) if fams else 0.0
+    caveat = (f"; {max(fams, key=fams.get)} ran {top:.0%} of them, so the factor is mostly that framework's: on "
+              "another framework it can move the prediction the wrong way (the AXLearn TPU rows, read after the "
+              "factor was added, were missed by more with it than without)") if top >= STACK_ONE_FRAMEWORK else ""
     return f, (f"software stack {stack}: step time x{f:.3f}, the median of {s.get('rows', '?')} published runs on "
                f"{', '.join(s.get('hardware', ())) or '?'} against the op model at the framework-unknown fit "
-               f"({'slower' if f > 1 else 'faster'} than modelled; {ERROR_FILE.name} software_stack_factor)")
+               f"({'slower' if f > 1 else 'faster'} than modelled; {ERROR_FILE.name} software_stack_factor){caveat}")
 
 
 # ------------------------------------------------------------------------------ output
