@@ -542,8 +542,8 @@ def stack_factor(stack: str, path: Path | None = None) -> tuple[float, str]:
     fams = s.get("families") or {}
     top = max(fams.values()) / max(sum(fams.values()), 1) if fams else 0.0
     caveat = (f"; {max(fams, key=fams.get)} ran {top:.0%} of them, so the factor is mostly that framework's: on "
-              "another framework it can move the prediction the wrong way (the AXLearn TPU rows, read after the "
-              "factor was added, were missed by more with it than without)") if top >= STACK_ONE_FRAMEWORK else ""
+              "another framework it can move the prediction the wrong way (its one prospective test so far, AXLearn "
+              "on TPU against the MaxText-fitted xla-tpu factor, was missed by more with it than without)") if top >= STACK_ONE_FRAMEWORK else ""
     return f, (f"software stack {stack}: step time x{f:.3f}, the median of {s.get('rows', '?')} published runs on "
                f"{', '.join(s.get('hardware', ())) or '?'} against the op model at the framework-unknown fit "
                f"({'slower' if f > 1 else 'faster'} than modelled; {ERROR_FILE.name} software_stack_factor){caveat}")
