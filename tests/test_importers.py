@@ -295,3 +295,32 @@ def test_fit_comms_csv_rejects_non_positive_size(tmp_path, capsys):
     p.write_text("size,busbw\n1024,1.0\n-2048,2.0\n4096,3.5\n8192,5.0\n")
     rc, _, err = run(capsys, "fit", "comms", str(p), "--size", "size", "--busbw", "busbw", "--ranks", "2")
     assert rc == 2 and "c.csv line 3" in err and "> 0" in err
+
+
+def test_mlperf_training_throughput_over_blocks_only(tmp_path):
+    """Samples trained / summed block spans: evaluations and init between the blocks are not counted; duplicate
+    rank events open and close a block once; a run resumed at a nonzero count counts only what it trained."""
+    ev = lambda t, k, v=None, md=None: (f'[{t % 2}] :::MLLOG ' + json.dumps(
+        {"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME", "key": k, "value": v, "metadata": md or {}}))
+    lines = [ev(10, "submission_benchmark", "llama31_8b"), ev(1000, "run_start"),
+             ev(1100, "epoch_start", None, {"samples_count": 64}),
+             ev(2000, "block_start", None, {"samples_count": 512}), ev(2001, "block_start", None, {"samples_count": 512}),
+             ev(12000, "block_stop", None, {"samples_count": 512}), ev(12002, "block_stop", None, {"samples_count": 512}),
+             ev(12000, "eval_start", None, {"samples_count": 576}),
+             ev(20000, "eval_accuracy", 3.4, {"samples_count": 576}), ev(20000, "eval_stop", None, {"samples_count": 576}),
+             ev(20000, "block_start", None, {"samples_count": 512}), ev(25000, "block_stop", None, {"samples_count": 512}),
+             ev(25000, "eval_start", None, {"samples_count": 832}),
+             ev(40000, "run_stop", None, {"status": "success", "samples_count": 832})]
+    p = tmp_path / "result_0.txt"
+    p.write_text("\n".join(lines) + "\n")
+    r = ML.parse_result(Source.read(p))
+    assert r.blocks == 2 and r.block_time_s == pytest.approx(15.0)
+    assert r.train_samples == pytest.approx(768.0)  # 832 at the end less the 64 it resumed at
+    assert r.train_samples_per_s == pytest.approx(768 / 15.0)
+    assert r.time_to_train_s == pytest.approx(39.0)  # the time to train still includes the evaluation
+    p.write_text("\n".join(lines[:2] + [ev(3000, "run_stop", None, {"status": "success"})]) + "\n")
+    r = ML.parse_result(Source.read(p))
+    assert r.blocks == 0 and r.block_time_s is None and r.train_samples_per_s is None
+    p.write_text("\n".join(lines[:3] + [ev(5000, "block_start"), ev(4000, "block_stop")]) + "\n")
+    with pytest.raises(InputError, match=r"result_0\.txt:5: block_stop is before its block_start"):
+        ML.parse_result(Source.read(p))

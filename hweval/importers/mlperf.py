@@ -13,7 +13,15 @@ A result file is one run: the reference ``mlperf_logging`` package prints one
   ``aborted``): the run result is the wall clock between them (MLPerf Training
   rules, "Run Results");
 * ``eval_accuracy`` with ``metadata.epoch_num`` and/or ``samples_count``: the
-  eval curve.
+  eval curve;
+* ``block_start`` / ``block_stop``: the training blocks between evaluations.
+  Their summed span with the samples trained (the last cumulative
+  ``samples_count`` of an ``eval_*``, ``epoch_stop`` or ``run_stop`` event,
+  less that of ``epoch_start``/``run_start``) is the training-only throughput
+  (``MlperfRun.train_samples_per_s``): the step rate a step-time model is
+  compared with, without the evaluations and initialisation a time to train
+  includes. With several ranks logging, the first ``block_start`` opens a
+  block and the first ``block_stop`` closes it.
 
 Lines without ``:::MLLOG`` (framework chatter) are skipped, and so is any
 prefix before the tag (``[0] :::MLLOG``, ``0: :::MLLOG``). When several ranks
@@ -64,6 +72,9 @@ SYSTEM_KEYS = ("system_name", "submitter", "division", "status", "system_type", 
                "accelerator_model_name", "accelerator_memory_capacity", "accelerator_interconnect",
                "host_networking", "framework")
 _TAG = ":::MLLOG"
+#: events whose ``metadata.samples_count`` is the run's cumulative count (block events are left out: some
+#: implementations log the block's own count there, others the cumulative count at its start)
+_CUMULATIVE = ("run_start", "epoch_start", "eval_start", "eval_accuracy", "eval_stop", "epoch_stop", "run_stop")
 
 
 @dataclass(frozen=True)
@@ -89,6 +100,13 @@ class MlperfRun:
     global_batch_size: float | None = None
     seed: Any = None
     start_line: int | None = None
+    #: training blocks (``block_start`` .. ``block_stop``), wall-clock seconds summed; evaluation and init are
+    #: outside them. None: the log has no blocks
+    block_time_s: float | None = None
+    blocks: int = 0
+    #: samples trained over the run: the last cumulative ``samples_count`` an ``eval_*``/``epoch_stop``/``run_stop``
+    #: event carries, less the one ``epoch_start``/``run_start`` carries (a run resumed from a checkpoint)
+    train_samples: float | None = None
 
     @property
     def platform(self) -> str | None:
@@ -97,6 +115,14 @@ class MlperfRun:
     @property
     def converged(self) -> bool:
         return self.run_status == "success" and self.time_to_train_s is not None
+
+    @property
+    def train_samples_per_s(self) -> float | None:
+        """Training throughput over the blocks only (samples / summed block time): the step rate, without the
+        evaluations and initialisation a time to train includes."""
+        if not self.block_time_s or not self.train_samples:
+            return None
+        return self.train_samples / self.block_time_s
 
     @property
     def time_to_train_s(self) -> float | None:
@@ -128,6 +154,10 @@ def parse_result(source: Source) -> MlperfRun:
     evals: list[EvalPoint] = []
     gbs = seed = None
     seen = False
+    block_open: float | None = None
+    block_s, blocks = 0.0, 0
+    count_first: float | None = None
+    count_last: float | None = None
     for lineno, raw in enumerate(source.text.splitlines(), start=1):
         i = raw.find(_TAG)
         if i < 0:
@@ -149,6 +179,21 @@ def parse_result(source: Source) -> MlperfRun:
         if not isinstance(md, dict):
             raise line_error(path, lineno, f":::MLLOG event {key!r}: 'metadata' must be an object")
         val = ev.get("value")
+        sc = md.get("samples_count")
+        if sc is not None and key in _CUMULATIVE:
+            sc = _number(sc, path, lineno, f"{key}.metadata.samples_count")
+            if key in ("epoch_start", "run_start"):
+                count_first = sc if count_first is None else min(count_first, sc)
+            else:
+                count_last = sc if count_last is None else max(count_last, sc)
+        if key == "block_start" and block_open is None:  # several ranks may log it: the first opens the block
+            block_open = float(t)
+        elif key == "block_stop" and block_open is not None:  # ... and the first stop closes it
+            if float(t) < block_open:
+                raise line_error(path, lineno, "block_stop is before its block_start")
+            block_s += (float(t) - block_open) / 1e3
+            blocks += 1
+            block_open = None
         if key.startswith("submission_"):
             sub[key[len("submission_"):]] = val
         elif key == "global_batch_size":
@@ -183,8 +228,11 @@ def parse_result(source: Source) -> MlperfRun:
     bench = sub.get("benchmark")
     if not isinstance(bench, str) or not bench:
         raise InputError(f"{path}: no submission_benchmark event naming the benchmark")
+    samples = None if count_last is None else count_last - (count_first or 0.0)
     return MlperfRun(source=source, benchmark=bench, submission=sub, run_start_ms=start, run_stop_ms=stop,
-                     run_status=status, evals=tuple(evals), global_batch_size=gbs, seed=seed, start_line=start_line)
+                     run_status=status, evals=tuple(evals), global_batch_size=gbs, seed=seed, start_line=start_line,
+                     block_time_s=block_s if blocks else None, blocks=blocks,
+                     train_samples=samples if samples and samples > 0 else None)
 
 
 def _number(v: Any, path: str, line: int, what: str) -> float:
