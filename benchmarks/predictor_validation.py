@@ -501,12 +501,19 @@ PROSPECTIVE = {"a840a7a": (
     # GPT-3 submissions all trained in INT8 and are not used)
     "3246dee": (
     "axlearn-v5e-fuji7b-v1-1024", "axlearn-v5p-fuji7b-v1-256", "axlearn-v5e-fuji7b-v2-1024",
-    "axlearn-v5e-fuji7b-v1-32")}
+    "axlearn-v5e-fuji7b-v1-32"),
+    # pre-registered (data/reference/preregistered/, commit 1b3bd0e): MLPerf Training v5.1 Llama 3.1 8B on one node
+    # of 8 AMD Instinct MI355X (AMD, Dell, GigaComputing, Supermicro) and of 8 MI350X (AMD, Cisco), two accelerators
+    # the suite had never seen, predicted from their datasheets and published micro-benchmarks, the prediction
+    # committed before any result file was read
+    "1b3bd0e": (
+    "mlperf51-amd-mi355x-llama3-8b-g8", "mlperf51-dell-mi355x-llama3-8b-g8", "mlperf51-giga-mi355x-llama3-8b-g8",
+    "mlperf51-smc-mi355x-llama3-8b-g8", "mlperf51-amd-mi350x-llama3-8b-g8", "mlperf51-cisco-mi350x-llama3-8b-g8")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ("3246dee",)
+STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
