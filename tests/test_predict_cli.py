@@ -57,6 +57,14 @@ def test_batch_keeps_row_order_and_count(cli, tmp_path):
     (("--accelerators", "8", "--model", "llama3-8b"), "--hardware: required"),
     (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--layout", "fixed"),
      "--layout: 'fixed' needs"),
+    (("--hardware", "h100-sxm", "--accelerators", "16", "--model", "llama3-8b", "--tp", "2", "--cp", "3"),
+     "--cp: tp x pp x cp (2 x 1 x 3) must divide accelerators (16)"),
+    (("--hardware", "h100-sxm", "--accelerators", "16", "--model", "llama3-8b", "--seq-len", "1001", "--cp", "2"),
+     "--cp: cp 2 must divide the sequence length (1001)"),
+    (("--hardware", "h100-sxm", "--accelerators", "16", "--model", "llama3-8b", "--tp-comm-overlap", "yes"),
+     "--tp-comm-overlap: unknown value 'yes'; valid choices: false, true"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--activation-checkpointing", "x"),
+     "--activation-checkpointing: unknown value 'x'"),
 ])
 def test_bad_options_exit_2_one_line(cli, args, needle):
     proc = cli("predict", *args, "--json")
@@ -92,3 +100,23 @@ def test_store_kernel_records_are_calibration_source_a(cli, store_path):
     cal = json.loads(proc.stdout)["calibration"]
     assert cal["matmul_efficiency.bf16"].startswith("measured") and "r1" in cal["matmul_efficiency.bf16"]
     assert cal["attention_efficiency"].startswith("published")  # no attention record: the next source
+
+
+def test_context_parallel_and_tp_overlap_options_reach_the_layout(cli, tmp_path):
+    """--cp and --tp-comm-overlap (and their CSV columns) are honoured by a fixed layout and by the search; the
+    CP split halves each rank's sequence, so the same job is priced differently."""
+    base = ("predict", "--hardware", "b200", "--accelerators", "16", "--model", "llama3-8b", "--global-batch", "32",
+            "--micro-batch", "1", "--precision", "fp8", "--sharding", "zero1", "--pp", "1",
+            "--activation-checkpointing", "none", "--json")
+    one = json.loads(cli(*base, "--tp", "2").stdout)
+    two = json.loads(cli(*base, "--tp", "2", "--cp", "2", "--tp-comm-overlap", "true").stdout)
+    assert one["layout"]["cp"] == 1 and one["layout"]["dp"] == 8 and not one["layout"]["tp_comm_overlap"]
+    assert two["layout"]["cp"] == 2 and two["layout"]["dp"] == 4 and two["layout"]["tp_comm_overlap"]
+    assert one["step_time_s"] != two["step_time_s"]
+    p = tmp_path / "s.csv"
+    p.write_text("hardware,accelerators,model,global_batch,cp,tp_comm_overlap\n"
+                 "b200,16,llama3-8b,32,4,false\nb200,16,llama3-8b,32,,\n")
+    proc = cli("predict", "--batch", str(p), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    assert rows[0]["layout"]["cp"] == 4 and len(rows) == 2  # stated: kept; empty: searched

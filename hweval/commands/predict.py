@@ -37,11 +37,15 @@ SHARDINGS = ("none", "ddp", "zero1", "shard_grad_op", "full_shard")
 RECOMPUTE = ("none", "selective", "full")
 LAYOUTS = ("auto", "fixed")
 MODES = ("on_demand", "reserved", "reserved_3y", "spot", "on_prem")
+BOOLS = ("true", "false")
+#: the issue's interface, then two optional columns added with context parallelism: ``cp`` (context-parallel
+#: degree: each sequence split over cp ranks; searched when absent) and ``tp_comm_overlap`` (TP collectives
+#: pipelined with the GEMMs, as Transformer Engine userbuffers / async TP do; default false)
 COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "global_batch", "precision", "sharding",
-           "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing")
-INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp")
+           "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing", "cp", "tp_comm_overlap")
+INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp", "cp")
 CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpointing": RECOMPUTE,
-           "layout": LAYOUTS, "pricing": MODES}
+           "layout": LAYOUTS, "pricing": MODES, "tp_comm_overlap": BOOLS}
 #: column -> its type (hwcore.params): positive integers, a positive finite token count, choices
 TYPES: dict[str, P.Type] = {
     **{c: P.Int(min=1) for c in INT_FIELDS},
@@ -52,8 +56,11 @@ TYPES: dict[str, P.Type] = {
 
 def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
     """Raw option strings -> typed scenario; errors name ``where`` + the column/option."""
+    def name(col: str) -> str:  # an option is spelled with hyphens, a CSV column as it is
+        return f"{where}{col.replace('_', '-') if where == '--' else col}"
+
     def err(col: str, msg: str) -> InputError:
-        return InputError(f"{where}{col}: {msg}")
+        return InputError(f"{name(col)}: {msg}")
 
     out: dict[str, Any] = {}
     for col in COLUMNS:
@@ -67,7 +74,7 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
             continue
         if col in TYPES:
             # the one parameter type system (hwcore.params): same ranges and error shape as plans and registries
-            out[col] = TYPES[col].parse(v, f"{where}{col}")
+            out[col] = TYPES[col].parse(v, name(col))
         else:
             out[col] = str(v)
     for req in ("hardware", "accelerators", "model"):
@@ -90,10 +97,13 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
         missing = [c for c in ("tp", "pp", "sharding", "micro_batch", "activation_checkpointing") if out[c] is None]
         if missing:
             raise err("layout", f"'fixed' needs {', '.join(missing)} too (or use --layout auto)")
-    tp, pp = out["tp"] or 1, out["pp"] or 1
-    if out["accelerators"] % (tp * pp):
-        raise err("tp" if out["tp"] else "pp", f"tp x pp ({tp} x {pp}) must divide accelerators "
-                                                f"({out['accelerators']})")
+    tp, pp, cp = out["tp"] or 1, out["pp"] or 1, out["cp"] or 1
+    if out["accelerators"] % (tp * pp * cp):
+        col = "cp" if out["cp"] else ("tp" if out["tp"] else "pp")
+        raise err(col, f"tp x pp x cp ({tp} x {pp} x {cp}) must divide accelerators ({out['accelerators']})")
+    if out["cp"] and out["spec"].seq_len % out["cp"]:
+        raise err("cp", f"cp {out['cp']} must divide the sequence length ({out['spec'].seq_len})")
+    out["tp_comm_overlap"] = out["tp_comm_overlap"] == "true"
     return out
 
 
@@ -143,7 +153,7 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
                           precision=sc["precision"] or "bf16", sharding=sc["sharding"], tp=sc["tp"], pp=sc["pp"],
                           activation_checkpointing=sc["activation_checkpointing"],
                           layout=sc["layout"] or "auto", tokens=sc["tokens"], pricing=sc["pricing"],
-                          calibration=cal)
+                          calibration=cal, cp=sc["cp"], tp_comm_overlap=sc["tp_comm_overlap"])
     except ModelInputError as exc:
         raise InputError(f"{where}{exc}") from None
     if not isinstance(res, SearchResult):
@@ -211,6 +221,8 @@ def _table(rows: list[dict[str, Any]]) -> None:
 @click.option("--sharding", help="none | ddp | zero1 | shard_grad_op | full_shard.")
 @click.option("--tp", help="Tensor-parallel degree.")
 @click.option("--pp", help="Pipeline-parallel degree.")
+@click.option("--cp", help="Context-parallel degree (each sequence split over cp ranks; searched when absent).")
+@click.option("--tp-comm-overlap", help="true | false (default): TP collectives pipelined with the GEMMs.")
 @click.option("--layout", help="auto (default: search what is not given) | fixed.")
 @click.option("--activation-checkpointing", help="none | selective | full.")
 @click.option("--tokens", help="Training tokens: adds time to train, accelerator-hours (and cost with --pricing).")

@@ -172,9 +172,13 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
                 interleave: int = 1, activation_checkpointing: str | None = None, layout: str | None = None,
                 tokens: float | None = None, pricing: str | None = None, points: Iterable[KernelPoint] = (),
                 calibration: Calibration | None = None, eta: float | None = None,
-                error_path: Path | None = None, catalog: Any = None) -> Prediction | SearchResult:
+                error_path: Path | None = None, catalog: Any = None, cp: int | None = None,
+                tp_comm_overlap: bool = False) -> Prediction | SearchResult:
     """One job: a fixed layout when tp, pp, sharding, micro-batch and recompute are all given and
     ``layout != "auto"``; else the layout search. ``hardware`` is a catalog id or a ``NodeType``.
+
+    ``cp``: the context-parallel degree (searched when None); ``tp_comm_overlap``: TP collectives pipelined with
+    the GEMMs (``Layout.tp_comm_overlap``, off by default).
 
     Returns a :class:`Prediction` (fixed layout) or a :class:`SearchResult`.
     The cost uses ``node.price_per_hour(pricing) / accelerators_per_node`` per accelerator-hour; a committed
@@ -198,18 +202,21 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
     fixed = (layout != "auto" and tp is not None and pp is not None and sharding is not None
              and micro_batch is not None and activation_checkpointing is not None)
     if fixed:
-        dp, rem = divmod(accelerators, tp * pp)
+        c = cp or 1
+        dp, rem = divmod(accelerators, tp * pp * c)
         if rem:
-            raise ModelInputError(f"tp x pp ({tp} x {pp}) must divide accelerators ({accelerators})")
+            raise ModelInputError(f"tp x pp x cp ({tp} x {pp} x {c}) must divide accelerators ({accelerators})")
         lay = Layout(dp=dp, tp=tp, pp=pp, interleave=interleave, micro_batch=micro_batch, sharding=sharding,
-                     recompute=activation_checkpointing, sequence_parallel=tp > 1, precision=precision)
+                     recompute=activation_checkpointing, sequence_parallel=tp > 1, precision=precision, cp=c,
+                     tp_comm_overlap=tp_comm_overlap and tp > 1)
         return make_prediction(spec, cal, lay, hardware=node.id, accelerators=accelerators, global_batch=gb,
                                seq_len=seq, tokens=tokens, usd_per_accelerator_hour=price, pricing=pricing, eta=eta,
                                error_path=error_path, min_billed_hours=billed)
     return search(spec, cal, hardware=node.id, accelerators=accelerators, global_batch=gb, seq_len=seq,
                   precision=precision, tp=tp, pp=pp, sharding=sharding, micro_batch=micro_batch,
                   recompute=activation_checkpointing, tokens=tokens, usd_per_accelerator_hour=price,
-                  pricing=pricing, eta=eta, error_path=error_path, min_billed_hours=billed)
+                  pricing=pricing, eta=eta, error_path=error_path, min_billed_hours=billed, cp=cp,
+                  tp_comm_overlap=tp_comm_overlap)
 
 
 def search_all(spec: ModelSpec, catalog: Iterable[Any], *, accelerators: int, **kw: Any) -> dict[str, SearchResult]:
