@@ -729,7 +729,8 @@ def record_node(*, params: dict[str, Any] | None = None, fingerprint: dict[str, 
 def match_node(fingerprint: dict[str, Any], catalog: Catalog | None = None) -> NodeType | None:
     """The catalog node type matching a :func:`hwcore.fingerprint.fingerprint` dict, or None.
 
-    GPUs are matched by name (``gpu_name_contains``, case-insensitive); without
+    GPUs are matched by name (``gpu_name_contains``, case-insensitive; where several nodes match, the longest
+    matching pattern wins, so "GB200" is not taken for "B200"); without
     GPUs, the CPU by ``cpu_model_contains``, every flag in ``cpu_flags_all``
     and ``cores_usable <= cores_max``.
     """
@@ -737,12 +738,15 @@ def match_node(fingerprint: dict[str, Any], catalog: Catalog | None = None) -> N
     gpus = fingerprint.get("gpus") or []
     names = [str(g.get("name", "") if isinstance(g, dict) else (g[0] if isinstance(g, list | tuple) and g else g)).lower()
              for g in gpus]
-    for node in cat:
+    best, best_len = None, -1
+    for node in cat:  # the most specific pattern wins: "GB200" over "B200" for "NVIDIA GB200"
         pats = [s.lower() for s in node.match.get("gpu_name_contains", [])]
         if names and pats and all(any(p in n for p in pats) for n in names):
-            return node
+            length = min(max(len(p) for p in pats if p in n) for n in names)
+            if length > best_len:
+                best, best_len = node, length
     if names:
-        return None
+        return best
     model = str(fingerprint.get("cpu_model") or "").lower()
     flags = fingerprint.get("cpu_flags") or {}
     cores = fingerprint.get("cores_usable") or fingerprint.get("cores_logical") or 0
