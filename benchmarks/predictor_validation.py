@@ -508,12 +508,15 @@ PROSPECTIVE = {"a840a7a": (
     # committed before any result file was read
     "1b3bd0e": (
     "mlperf51-amd-mi355x-llama3-8b-g8", "mlperf51-dell-mi355x-llama3-8b-g8", "mlperf51-giga-mi355x-llama3-8b-g8",
-    "mlperf51-smc-mi355x-llama3-8b-g8", "mlperf51-amd-mi350x-llama3-8b-g8", "mlperf51-cisco-mi350x-llama3-8b-g8")}
+    "mlperf51-smc-mi355x-llama3-8b-g8", "mlperf51-amd-mi350x-llama3-8b-g8", "mlperf51-cisco-mi350x-llama3-8b-g8"),
+    # pre-registered (data/reference/preregistered/, commit 3f52401): MLPerf Training v5.1 Llama 3.1 8B on NVIDIA
+    # GB200 NVL72 at 72 and 512 GPUs, never seen, predicted from the configuration before the results were read
+    "3f52401": ("mlperf51-nvidia-gb200-llama3-8b-g72-cp2", "mlperf51-nvidia-gb200-llama3-8b-g512-tp2-cp4")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e")
+STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
