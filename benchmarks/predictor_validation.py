@@ -510,8 +510,11 @@ PROSPECTIVE = {"a840a7a": (
     "mlperf51-amd-mi355x-llama3-8b-g8", "mlperf51-dell-mi355x-llama3-8b-g8", "mlperf51-giga-mi355x-llama3-8b-g8",
     "mlperf51-smc-mi355x-llama3-8b-g8", "mlperf51-amd-mi350x-llama3-8b-g8", "mlperf51-cisco-mi350x-llama3-8b-g8"),
     # pre-registered (data/reference/preregistered/, commit 3f52401): MLPerf Training v5.1 Llama 3.1 8B on NVIDIA
-    # GB200 NVL72 at 72 and 512 GPUs, never seen, predicted from the configuration before the results were read
-    "3f52401": ("mlperf51-nvidia-gb200-llama3-8b-g72-cp2", "mlperf51-nvidia-gb200-llama3-8b-g512-tp2-cp4")}
+    # GB200 NVL72, never seen, predicted from the configuration before the results were read. The 512-GPU run
+    # (mlperf51-nvidia-gb200-llama3-8b-g512-tp2-cp4) was scored here at b2ba5e5 (-74.7%, outside its +-29.8% band)
+    # and then left the set: the fix it exposed (layout.placement by the NVLink domain, the next commit) changes its
+    # prediction and no other row's, so it is an ordinary held-out row now (benchmarks/README.md records the miss)
+    "3f52401": ("mlperf51-nvidia-gb200-llama3-8b-g72-cp2",)}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,

@@ -1344,3 +1344,22 @@ def test_published_spread_pairs_only_runs_the_inputs_cannot_tell_apart():
     assert [p["rows"] for p in sp["pairs"]][0] == ["a", "b"]  # largest ratio first
     assert run("x", 1.0, cp="")["row"]["cp"] == "" and V.published_spread(
         [run("x", 2.0, cp=""), run("y", 1.0, cp="1")])["pairs"][0]["ratio"] == 2.0  # cp empty = 1
+
+
+def test_placement_counts_ranks_per_nvlink_domain_not_per_tray():
+    """GB200 NVL72: the NVLink domain (72) spans 18 four-GPU trays; a DP group's ranks in one domain reduce over
+    NVLink, so the group is placed by the domain (9 of a 64-rank group under TP 2 x CP 4), not by the tray; an HGX
+    board (domain = node = 8) is unchanged."""
+    from hwmodels.predict.layout import Layout, placement
+
+    gb = placement(Layout(dp=64, tp=2, cp=4), scale_up=72, accelerators_per_node=4)
+    assert gb["dp"] == ("inter", 36)  # the DP x CP gradient group: 256 ranks, 72 // 2 = 36 of them per domain
+    assert placement(Layout(dp=64, tp=2, cp=4), scale_up=8, accelerators_per_node=8)["dp"] == ("inter", 4)
+    cal = calibrate(default_catalog().get("gb200-nvl72"))
+    spec = parse_spec("llama3-8b")
+    lay = Layout(dp=64, tp=2, cp=4, micro_batch=1, sharding="zero1", recompute="none", sequence_parallel=True,
+                 precision="fp8")
+    st = step_times(spec, cal, lay, global_batch=64)
+    tray = step_times(spec, replace(cal, scale_up_size=4), lay, global_batch=64)  # a domain of one tray
+    # placed by the domain, 36 ranks share NVLink and one NIC stage carries 1/36 of the bytes across domains
+    assert st.exposed_comm < 0.5 * tray.exposed_comm and st.compute == pytest.approx(tray.compute)

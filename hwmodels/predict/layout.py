@@ -119,9 +119,12 @@ def group_level(span: int, scale_up: int) -> str:
 
 
 def placement(layout: Layout, *, scale_up: int, accelerators_per_node: int) -> dict[str, tuple[str, int]]:
-    """group -> (level, ranks of that group on one node) for tp, cp, dp (the DP x CP gradient group), pp (module
-    docstring)."""
-    apn = max(accelerators_per_node, 1)
+    """group -> (level, ranks of that group in one scale-up domain) for tp, cp, dp (the DP x CP gradient group), pp
+    (module docstring). The domain is the node where NVLink ends at the node (HGX: 8 = 8), and the whole NVLink
+    domain where it spans several nodes (GB200 NVL72: 72 GPUs over 18 four-GPU trays): a group's ranks inside one
+    domain reduce over its links before the rest crosses the network (the collective model's hierarchical
+    geometry, :mod:`hwmodels.predict.collectives`)."""
+    apn = max(accelerators_per_node, scale_up, 1)
     tp, cp, dp = layout.tp, layout.cp, layout.dp * layout.cp
     return {
         "tp": (group_level(tp, scale_up), min(tp, apn)),
