@@ -438,7 +438,9 @@ def test_hybrid_shard_keeps_sharded_traffic_in_the_domain(cat):
     assert hyb.shard_degree(cal.scale_up_size) == 256 and flat.shard_degree(cal.scale_up_size) == 512
     t_flat = step_times(s, cal, flat, global_batch=1024)
     t_hyb = step_times(s, cal, hyb, global_batch=1024)
-    assert t_hyb.exposed_comm < t_flat.exposed_comm
+    # both hide nearly all of it under compute (exposed is the 5% floor); the hybrid layout moves less: across the
+    # DCN its replicas all-reduce one shard, where the flat one all-gathers and reduce-scatters every layer
+    assert t_hyb.comm_total < t_flat.comm_total
     assert t_hyb.memory.weights > t_flat.memory.weights  # sharded over fewer ranks
 
 
