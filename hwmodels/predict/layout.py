@@ -124,12 +124,12 @@ def placement(layout: Layout, *, scale_up: int, accelerators_per_node: int) -> d
     domain where it spans several nodes (GB200 NVL72: 72 GPUs over 18 four-GPU trays): a group's ranks inside one
     domain reduce over its links before the rest crosses the network (the collective model's hierarchical
     geometry, :mod:`hwmodels.predict.collectives`)."""
-    apn = max(accelerators_per_node, scale_up, 1)
+    domain = max(accelerators_per_node, scale_up, 1)  # ranks that share the scale-up links
     tp, cp, dp = layout.tp, layout.cp, layout.dp * layout.cp
     return {
-        "tp": (group_level(tp, scale_up), min(tp, apn)),
-        "cp": (group_level(tp * cp, scale_up), max(1, min(cp, apn // tp)) if tp <= apn else 1),
-        "dp": (group_level(tp * dp, scale_up), max(1, min(dp, apn // tp)) if tp <= apn else 1),
+        "tp": (group_level(tp, scale_up), min(tp, domain)),
+        "cp": (group_level(tp * cp, scale_up), max(1, min(cp, domain // tp)) if tp <= domain else 1),
+        "dp": (group_level(tp * dp, scale_up), max(1, min(dp, domain // tp)) if tp <= domain else 1),
         "pp": (group_level(tp * dp * layout.pp, scale_up) if layout.pp > 1 else "intra", 1),
     }
 
