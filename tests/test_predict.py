@@ -354,6 +354,12 @@ def test_predict_job_fixed_and_auto():
     with pytest.raises(ModelInputError, match="must divide"):
         predict_job(hardware="h100-sxm", accelerators=10, model="llama2-7b", tp=4, pp=1, sharding="ddp",
                     micro_batch=1, activation_checkpointing="none")
+    # context parallelism splits each sequence: a degree that does not divide it is refused, fixed or searched
+    for kw in ({"tp": 1, "pp": 1, "sharding": "zero1", "micro_batch": 1, "activation_checkpointing": "none"}, {}):
+        with pytest.raises(ModelInputError, match=r"cp: must be a positive divisor of the sequence length \(4096\), got 3"):
+            predict_job(hardware="h100-sxm", accelerators=48, model="llama2-7b", cp=3, global_batch=48, **kw)
+    with pytest.raises(ModelInputError, match="got 0"):
+        predict_job(hardware="h100-sxm", accelerators=16, model="llama2-7b", cp=0, global_batch=64)
 
 
 def test_predict_package_imports_no_framework_or_app():
