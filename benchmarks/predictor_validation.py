@@ -514,12 +514,17 @@ PROSPECTIVE = {"a840a7a": (
     # (mlperf51-nvidia-gb200-llama3-8b-g512-tp2-cp4) was scored here at b2ba5e5 (-74.7%, outside its +-29.8% band)
     # and then left the set: the fix it exposed (layout.placement by the NVLink domain, the next commit) changes its
     # prediction and no other row's, so it is an ordinary held-out row now (benchmarks/README.md records the miss)
-    "3f52401": ("mlperf51-nvidia-gb200-llama3-8b-g72-cp2",)}
+    "3f52401": ("mlperf51-nvidia-gb200-llama3-8b-g72-cp2",),
+    # pre-registered (data/reference/preregistered/, commit bd9c0da): MLPerf Training v5.1 Llama 3.1 8B on Blackwell
+    # Ultra, never seen: Dell's HGX B300 node and NVIDIA's GB300 NVL72 at 72 and 512 GPUs, predicted from the
+    # configuration (catalog entries and published micro-benchmarks added in the same commit) before any result
+    "bd9c0da": ("mlperf51-dell-b300-llama3-8b-g8", "mlperf51-nvidia-gb300-llama3-8b-g72-cp2",
+                "mlperf51-nvidia-gb300-llama3-8b-g512-tp2-cp4")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401")
+STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
