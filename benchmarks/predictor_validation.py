@@ -519,12 +519,19 @@ PROSPECTIVE = {"a840a7a": (
     # Ultra, never seen: Dell's HGX B300 node and NVIDIA's GB300 NVL72 at 72 and 512 GPUs, predicted from the
     # configuration (catalog entries and published micro-benchmarks added in the same commit) before any result
     "bd9c0da": ("mlperf51-dell-b300-llama3-8b-g8", "mlperf51-nvidia-gb300-llama3-8b-g72-cp2",
-                "mlperf51-nvidia-gb300-llama3-8b-g512-tp2-cp4")}
+                "mlperf51-nvidia-gb300-llama3-8b-g512-tp2-cp4"),
+    # pre-registered (data/reference/preregistered/, commit d8d0997): Google TPU v6e (Trillium), never seen: the 13
+    # dense-LLM MaxText recipes of AI-Hypercomputer/tpu-recipes with an example step line, predicted from their
+    # configuration before any result line was read
+    "d8d0997": tuple(f"tpurecipes-v6e-llama31-8b-v6e-{n}" for n in (8, 16, 32, 64, 128, 256))
+    + tuple(f"tpurecipes-v6e-llama31-70b-v6e-{n}" for n in (32, 64, 128, 256))
+    + ("tpurecipes-v6e-llama2-70b-v6e-256", "tpurecipes-v6e-llama31-405b-2xv6e-256",
+       "tpurecipes-v6e-gpt3-175b-bf16-v6e-256")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da")
+STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
