@@ -192,14 +192,14 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
         node = (catalog or default_catalog()).get(hardware)
     spec = parse_spec(model) if isinstance(model, str) else model
     spec = spec.with_seq_len(seq_len)
+    seq = spec.seq_len
     if accelerators < 1:
         raise ModelInputError(f"accelerators: must be >= 1, got {accelerators}")
+    if cp is not None and (cp < 1 or seq % cp):
+        raise ModelInputError(f"cp: must be a positive divisor of the sequence length ({seq}), got {cp}")
     cal = calibration or calibrate(node, points)
     price = node.price_per_accelerator_hour(pricing) if pricing else None
     billed = node.pricing[pricing].min_billed_hours if pricing else 0.0  # a committed term bills in full
-    seq = spec.seq_len
-    if cp is not None and (cp < 1 or seq % cp):
-        raise ModelInputError(f"cp: must be a positive divisor of the sequence length ({seq}), got {cp}")
     gb = global_batch or default_global_batch(seq)
     fixed = (layout != "auto" and tp is not None and pp is not None and sharding is not None
              and micro_batch is not None and activation_checkpointing is not None)
