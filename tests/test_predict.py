@@ -1371,3 +1371,36 @@ def test_placement_counts_ranks_per_nvlink_domain_not_per_tray():
     tray = step_times(spec, replace(cal, scale_up_size=4), lay, global_batch=64)  # a domain of one tray
     # placed by the domain, 36 ranks share NVLink and one NIC stage carries 1/36 of the bytes across domains
     assert st.exposed_comm < 0.5 * tray.exposed_comm and st.compute == pytest.approx(tray.compute)
+
+
+def test_memory_interval_reads_the_memory_validation(tmp_path, a100):
+    """The memory figure carries the memory model's held-out error on published peak memory
+    (benchmarks/memory_validation.py); without that file it carries none, and says so nowhere silently."""
+    import json
+
+    from hwmodels.predict.predictor import memory_fit_note, memory_held_out_error
+
+    p = tmp_path / "mem.json"
+    p.write_text(json.dumps({"level": 0.9, "band_rel": 0.2, "overall": {"n": 12, "median": 0.08, "max": 0.3}}))
+    s = preset("llama2-7b")
+    lay = Layout(dp=8, micro_batch=1, sharding="zero1", recompute="none")
+    pr = make_prediction(s, a100, lay, hardware="a100-80gb-sxm", accelerators=8, global_batch=64,
+                         memory_error_path=p)
+    lo, hi = pr.interval["memory_per_accelerator_GiB"]
+    tot = pr.memory.total / 2**30
+    assert lo == pytest.approx(tot / 1.2) and hi == pytest.approx(tot * 1.2)
+    assert "12 published peak-memory runs" in pr.interval["memory_method"]
+    none = make_prediction(s, a100, lay, hardware="a100-80gb-sxm", accelerators=8, global_batch=64,
+                           memory_error_path=tmp_path / "absent.json")
+    assert "memory_per_accelerator_GiB" not in none.interval
+    assert memory_held_out_error(tmp_path / "absent.json")[0] is None
+    # a file at another level is not read as the 90% band
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"level": 0.5, "band_rel": 0.05}))
+    assert memory_held_out_error(other)[0] is None
+    # the fit verdict is flagged only when the capacity lies inside the interval, on either side of the estimate
+    g = 2.0**30
+    assert "the layout fits by the point estimate" in memory_fit_note(70 * g, 80 * g, 0.2)
+    assert "does not fit" in memory_fit_note(90 * g, 80 * g, 0.2)
+    assert memory_fit_note(50 * g, 80 * g, 0.2) is None and memory_fit_note(120 * g, 80 * g, 0.2) is None
+    assert memory_fit_note(70 * g, 80 * g, None) is None

@@ -191,7 +191,7 @@ def _table(rows: list[dict[str, Any]]) -> None:
     from hwmodels.predict.layout import layout_label
 
     t = Table(title="hweval predict (interval: level 0.9, held-out validation error + calibration)")
-    for col in ("#", "hardware", "N", "model", "layout", "step s", "tok/s/acc [lo, hi]", "MFU", "mem GiB", "fits",
+    for col in ("#", "hardware", "N", "model", "layout", "step s", "tok/s/acc [lo, hi]", "MFU", "mem GiB [lo, hi]", "fits",
                 "cost USD [lo, hi]"):
         t.add_column(col)
     for i, r in enumerate(rows, 1):
@@ -202,9 +202,13 @@ def _table(rows: list[dict[str, Any]]) -> None:
         if r.get("cost_usd") is not None:
             clo, chi = r["interval"]["cost_usd"]
             cost = f"{r['cost_usd']:,.0f} [{clo:,.0f}, {chi:,.0f}]"
+        mem = f"{r['memory_per_accelerator_GiB']:.1f}"
+        if "memory_per_accelerator_GiB" in r["interval"]:
+            mlo, mhi = r["interval"]["memory_per_accelerator_GiB"]
+            mem += f" [{mlo:.1f}, {mhi:.1f}]"
         t.add_row(str(i), r["hardware"], str(r["accelerators"]), r["model"], ls, f"{r['step_time_s']:.3g}",
                   f"{r['tokens_per_s_per_accelerator']:,.0f} [{lo:,.0f}, {hi:,.0f}]", f"{r['mfu']:.3f}",
-                  f"{r['memory_per_accelerator_GiB']:.1f}", "yes" if r["fits"] else "NO", cost)
+                  mem, "yes" if r["fits"] else "NO", cost)
     import sys
 
     Console(width=None if sys.stdout.isatty() else 200).print(t)

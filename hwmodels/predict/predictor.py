@@ -65,6 +65,8 @@ from hwmodels.predict.memory import GiB, MemoryEstimate, estimate
 from hwmodels.predict.spec import GenericSpec, ModelSpec
 
 ERROR_FILE = Path(__file__).resolve().parents[2] / "data" / "reference" / "predictor_error.json"
+#: the memory model's held-out error on published peak memory (benchmarks/memory_validation.py)
+MEMORY_ERROR_FILE = ERROR_FILE.with_name("memory_error.json")
 INTERVAL_LEVEL = 0.9
 DEFAULT_REL_ERROR = 0.25  # used when no validation file exists (stated; the validation replaces it)
 MIN_ROWS_PER_HARDWARE = 5  # fewer held-out rows than this: the overall quantile, not the hardware's own
@@ -409,6 +411,32 @@ def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]
     return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
 
 
+def memory_held_out_error(path: Path | None = None) -> tuple[float | None, str]:
+    """(relative |error| at INTERVAL_LEVEL of the memory model on published peak memory, where it came from);
+    (None, why) when no memory validation file exists."""
+    p = path or MEMORY_ERROR_FILE
+    e = _errors(str(p))
+    band, ov = e.get("band_rel"), e.get("overall") or {}
+    if not isinstance(band, (int, float)) or e.get("level") != INTERVAL_LEVEL:
+        return None, f"no memory validation ({p.name}): the memory figure carries no interval"
+    return float(band), (f"memory model's held-out |error| q{int(INTERVAL_LEVEL * 100)} on {ov.get('n', '?')} "
+                         f"published peak-memory runs (median {ov.get('median', float('nan')):.1%}, worst "
+                         f"{ov.get('max', float('nan')):.1%}; {p.name})")
+
+
+def memory_fit_note(total_bytes: float, capacity_bytes: float, rel: float | None) -> str | None:
+    """What the fit verdict should be read with when the capacity lies inside the memory interval."""
+    if rel is None or capacity_bytes <= 0:
+        return None
+    lo, hi = _interval(total_bytes, rel)
+    if not lo <= capacity_bytes <= hi:
+        return None
+    verdict = "fits" if total_bytes <= capacity_bytes else "does not fit"
+    return (f"memory: the layout {verdict} by the point estimate ({total_bytes / GiB:.1f} of {capacity_bytes / GiB:.1f}"
+            f" GiB), but the capacity lies inside the memory interval [{lo / GiB:.1f}, {hi / GiB:.1f}] GiB (held-out "
+            f"+-{rel:.0%}): whether it fits is not settled by the model")
+
+
 def search_optimism(path: Path | None = None) -> str | None:
     """What a layout chosen by the search should be read with: on the published runs whose layout the validation
     left (in part) to the search, how far its prediction was above the published throughput (``by_layout_source``
@@ -619,12 +647,14 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
                     usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
                     attention: str = "flash", eta: float | None = None, comm_eff: float | None = None,
                     overlap_cost: float | None = None, error_path: Path | None = None, times: StepTimes | None = None,
-                    min_billed_hours: float = 0.0, stack: float | None = None) -> Prediction:
+                    min_billed_hours: float = 0.0, stack: float | None = None,
+                    memory_error_path: Path | None = None) -> Prediction:
     """One layout's prediction. ``min_billed_hours``: hours per accelerator a committed pricing term bills
     however short the job (``Price.min_billed_hours``); the cost is the larger of the job's accelerator-hours
     and ``accelerators x min_billed_hours``, so it agrees with the report's bill. ``stack``: the step-time factor
     of the node's software stack; None = the validation's (:func:`stack_factor` of ``cal.software_stack``), which
-    scales every part of the breakdown alike."""
+    scales every part of the breakdown alike. ``memory_error_path``: the memory validation file the memory
+    interval reads (default ``MEMORY_ERROR_FILE``)."""
     seq = seq_len or spec.seq_len
     if layout.world != accelerators:
         raise ModelInputError(f"layout: dp*tp*pp*cp = {layout.world} != accelerators ({accelerators})")
@@ -651,13 +681,20 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
                 "step_time_s": _interval(step, rel), "tokens_per_s": _interval(tps, rel),
                 "tokens_per_s_per_accelerator": _interval(tps / accelerators, rel),
                 "mfu": _interval(mfu, rel)}
+    notes = []
+    mem_rel, mem_how = memory_held_out_error(memory_error_path)
+    if mem_rel is not None and st.memory is not None:
+        interval["memory_per_accelerator_GiB"] = _interval(st.memory.total / GiB, mem_rel)
+        interval["memory_method"] = mem_how
+        fit_note = memory_fit_note(st.memory.total, st.memory.capacity, mem_rel)
+        if fit_note:
+            notes.append(fit_note)
     ttt = acc_h = cost = None
     if tokens is not None:
         ttt = tokens / tps
         acc_h = accelerators * ttt / 3600.0
         interval["time_to_train_s"] = _interval(ttt, rel)
         interval["accelerator_hours"] = _interval(acc_h, rel)
-    notes = []
     if tokens is not None and usd_per_accelerator_hour is not None:
         floor_h = accelerators * max(float(min_billed_hours), 0.0)
         cost = cost_usd(accelerator_hours=max(acc_h, floor_h), usd_per_accelerator_hour=usd_per_accelerator_hour)
