@@ -42,7 +42,7 @@ from hwmodels.catalog import default_catalog  # noqa: E402
 from hwmodels.errors import ModelInputError  # noqa: E402
 from hwmodels.predict.calibration import calibrate  # noqa: E402
 from hwmodels.predict.layout import Layout  # noqa: E402
-from hwmodels.predict.memory import FIXED_BUFFER_BYTES, MemoryEstimate, RECOMPUTE, SHARDINGS  # noqa: E402
+from hwmodels.predict.memory import FIXED_BUFFER_BYTES, GiB, MemoryEstimate, RECOMPUTE, SHARDINGS  # noqa: E402
 from hwmodels.predict.predictor import step_times  # noqa: E402
 from hwmodels.predict.spec import parse_spec  # noqa: E402
 from predictor_validation import (DOTS_SELECTIVE, KORTHIKANTI_SELECTIVE, attention_core, family,  # noqa: E402
@@ -50,7 +50,6 @@ from predictor_validation import (DOTS_SELECTIVE, KORTHIKANTI_SELECTIVE, attenti
 
 RUNS = ROOT / "data" / "reference" / "memory_runs.csv"
 OUT = ROOT / "data" / "reference" / "memory_error.json"
-GiB = float(1 << 30)
 STATISTICS = ("max_allocated", "max_reserved", "nvidia-smi", "other")
 #: the quantile of |error| the predictor's memory interval carries
 LEVEL = 0.9
@@ -134,10 +133,10 @@ def predict(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         cal = cals[hw]
         gb = _int(r, "global_batch", lay.dp * lay.micro_batch)
         mem = step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=attention_core(r)).memory
-        pub = float(r["peak_memory_GiB"]) * GiB
-        pred = comparable_bytes(mem, stat)
+        pub_GiB = float(r["peak_memory_GiB"])
+        pred_GiB = comparable_bytes(mem, stat) / GiB
         out.append(dict(id=rid, hw=hw, stat=stat, fam=family(r.get("framework", "")), recompute=how, layout=lay,
-                        pub_GiB=pub / GiB, pred_GiB=pred / GiB, err=pred / pub - 1.0,
+                        pub_GiB=pub_GiB, pred_GiB=pred_GiB, err=pred_GiB / pub_GiB - 1.0,
                         parts={k: round(v, 2) for k, v in mem.to_dict().items() if k.endswith("_GiB")},
                         fits=mem.fits))
     return out, skipped

@@ -683,7 +683,7 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
                 "mfu": _interval(mfu, rel)}
     notes = []
     mem_rel, mem_how = memory_held_out_error(memory_error_path)
-    if mem_rel is not None and st.memory is not None:
+    if mem_rel is not None:
         interval["memory_per_accelerator_GiB"] = _interval(st.memory.total / GiB, mem_rel)
         interval["memory_method"] = mem_how
         fit_note = memory_fit_note(st.memory.total, st.memory.capacity, mem_rel)
