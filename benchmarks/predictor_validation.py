@@ -51,7 +51,8 @@ from hwmodels.errors import ModelInputError  # noqa: E402
 from hwmodels.predict.calibration import calibrate  # noqa: E402
 from hwmodels.predict import ops as O  # noqa: E402
 from hwmodels.predict.layout import Layout  # noqa: E402
-from hwmodels.predict.predictor import BIAS_EDGES, regime_bucket, step_times  # noqa: E402
+from hwmodels.predict.predictor import (BIAS_EDGES, memory_held_out_error, regime_bucket,  # noqa: E402
+                                        step_times)
 from hwmodels.predict.search import search  # noqa: E402
 from hwmodels.predict.spec import parse_spec  # noqa: E402
 
@@ -282,6 +283,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         fixed = all(x is not None for x in (tp, pp, mb, sh, rc)) and (not dp or dp * (tp or 1) * (pp or 1) * cp == n)
         lay = None
         least_mem = None
+        safe_kind, safe_lay = "stated", None  # the memory-safe pick of a searched row (search.memory_safe)
         t0 = time.perf_counter()
         if fixed:
             if n % (tp * pp * cp):
@@ -308,6 +310,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
             fam = family(r["framework"])
 
             least: list = []  # (Layout, MemoryEstimate) with the least memory of each search that found no fit
+            safes: list = []  # the memory-safe pick of each search (None: none fits with the memory headroom)
 
             def find(c, shard):
                 """The fastest layout with the stated fields; a sharding the source leaves out is searched among
@@ -319,11 +322,13 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                                 tp_comm_overlap=tp_overlap,
                                 dp_comm_overlap=dp_overlap, cp=cp) for m in modes]
                 least.extend(x.smallest_memory for x in found if x.best is None and x.smallest_memory)
+                safes[:] = [x.memory_safe for x in found if x.memory_safe is not None]
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)
 
             res = find(cal, sh)
             # a stated sharding is kept even when it does not fit: that is a miss of the memory model, not a reason
             # to price another mode (Llama 3 405B's ZeRO-2-like FSDP moved to full_shard is 2.5x slower)
+            fell_back = res.best is None
             if res.best is None:
                 # the published run ran, the memory model says no layout with its stated fields fits: a miss of
                 # the memory model, scored below on the least-memory layout; the step time is still predicted, on
@@ -337,6 +342,13 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 skipped.append(f"{rid}: no layout with the stated fields")
                 continue
             lay = res.best.layout
+            if fell_back:
+                safe_kind = "no_fit"
+            elif not safes:
+                safe_kind = "none"
+            else:
+                safe = max(safes, key=lambda x: x.tokens_per_s_per_accelerator)
+                safe_kind, safe_lay = ("same", None) if safe.layout == lay else ("other", safe.layout)
         mem = step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=core).memory
         if not fixed and least_mem is not None:
             mem = least_mem  # nothing with the stated fields fits: the memory model's best case is what is scored
@@ -345,7 +357,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                         new_pricing=core == "flash" and kern == cals[hw].attention_kernels()[0],
                         gb=gb, n=n, target=target, tkind=tkind, searched=not fixed, peak=peak, fpt=fpt,
                         source=r["source"].split(" ")[0][:80], search_s=time.perf_counter() - t0,
-                        fits=bool(mem.fits), mem_GiB=mem.total / 2**30, cap_GiB=cal.memory_capacity_bytes / 2**30))
+                        fits=bool(mem.fits), mem_GiB=mem.total / 2**30, cap_GiB=cal.memory_capacity_bytes / 2**30,
+                        safe_kind=safe_kind, safe_layout=safe_lay))
     return out, skipped
 
 
@@ -360,6 +373,58 @@ def tps_grid(p: dict) -> np.ndarray:
             for g in GAMMAS:  # step_times with overlap_cost=g adds g x overlapped_comm (tests/test_predict.py)
                 out.append(seqs * p["spec"].seq_len / (st.total + g * st.overlapped_comm) / p["n"])
     return np.array(out)
+
+
+def tps_at(p: dict, layout: Layout, g: int) -> float:
+    """Predicted tokens/s per accelerator of ``layout`` for row ``p`` at grid point ``g`` (as tps_grid)."""
+    eta, comm, gam = GRID[g]
+    st = step_times(p["spec"], p["cal"], layout, global_batch=p["gb"], eta=eta, comm_eff=comm, attention=p["core"])
+    seqs = st.microbatches * layout.dp * layout.micro_batch
+    return seqs * p["spec"].seq_len / (st.total + gam * st.overlapped_comm) / p["n"]
+
+
+HEADROOM_SWEEP = (0.05, 0.10, 0.25, 0.50)
+
+
+def memory_safe_report(preds: list[dict], loo: np.ndarray, g: int) -> dict:
+    """How the search's memory-safe pick (``search.memory_safe``: the fastest layout that fits with the memory
+    model's held-out q90 error as headroom) scores on the published runs: how many published layouts (which ran)
+    keep that headroom, and, on the rows whose layout was left to the search, the leave-one-row-out error of the
+    memory-safe pick (the row's LOO error times the pick's throughput over the fastest layout's, both at grid point
+    ``g``, the all-rows framework-unknown fit)."""
+    margin, _ = memory_held_out_error()
+    if margin is None:
+        return {"method": "no memory validation file", "margin": None}
+    kept = [p for p in preds if p["fits"] and p["mem_GiB"] * (1 + margin) <= p["cap_GiB"]]
+    searched = [(i, p) for i, p in enumerate(preds) if p["searched"]]
+    kinds: dict[str, int] = defaultdict(int)
+    best_err, safe_err, slow = [], [], []
+    for i, p in searched:
+        kinds[p["safe_kind"]] += 1
+        if p["safe_kind"] not in ("same", "other"):
+            continue
+        ratio = 1.0 if p["safe_kind"] == "same" else tps_at(p, p["safe_layout"], g) / tps_at(p, p["layout"], g)
+        best_err.append(float(loo[i]))
+        safe_err.append(float((1 + loo[i]) * ratio - 1))
+        if p["safe_kind"] == "other":
+            slow.append(1 / ratio - 1)
+    return {
+        "method": "the search's memory-safe pick: the fastest layout that fits when its memory is the memory model's "
+                  "held-out q90 error (margin) above the estimate; published layouts within margin: the published "
+                  "runs (which ran) whose estimate keeps that headroom; on rows whose layout was left to the search, "
+                  "the memory-safe pick's leave-one-row-out error = the row's LOO error x its throughput over the "
+                  "fastest layout's (both at the all-rows framework-unknown fit); positive = faster than published",
+        "margin": margin,
+        "published_layouts_within_margin": len(kept), "published_layouts_fitting": sum(p["fits"] for p in preds),
+        # how many layouts that ran a smaller headroom would have kept: the price of each margin in runs the
+        # memory-safe rule would have called unsettled
+        "published_within_headroom": {f"{m:.2f}": sum(1 for p in preds if p["fits"] and p["mem_GiB"] * (1 + m)
+                                                      <= p["cap_GiB"]) for m in HEADROOM_SWEEP},
+        "rows": len(preds), "searched_rows": len(searched), "searched_by_kind": dict(sorted(kinds.items())),
+        "searched_best_median_signed": float(np.median(best_err)) if best_err else None,
+        "searched_safe_median_signed": float(np.median(safe_err)) if safe_err else None,
+        "searched_safe": quantiles(safe_err), "searched_best": quantiles(best_err),
+        "safe_slower_median": float(np.median(slow)) if slow else None}
 
 
 #: Rows collected after the predictor's code was last changed (a prospective test: the model could not have been
@@ -1002,6 +1067,7 @@ def main(argv: list[str] | None = None) -> int:
             "searched_median_signed": float(np.median(loo_by_source[True])) if loo_by_source[True] else None},
         "interval_coverage": interval_coverage(preds, loho_stack),
         "never_seen_band": never_seen_band(preds, loho_stack),
+        "memory_safe": memory_safe_report(preds, loo, k_all),
         "memory_fit": {
             "method": "every published run ran, so its layout fits: the memory model's estimate for the row's layout "
                       "(the least-memory one when nothing with the stated fields fits) against the accelerator's "
@@ -1106,6 +1172,18 @@ def main(argv: list[str] | None = None) -> int:
     mf = report["memory_fit"]
     over = sorted(((m["memory_GiB"] / m["capacity_GiB"], m) for m in mf["predicted_not_to_fit"]), key=lambda x: -x[0])
     near = sum(1 for x, _ in over if x <= 1.15)
+    ms = report["memory_safe"]
+    if ms.get("margin") is not None:
+        print(f"memory-safe pick (headroom +{ms['margin']:.0%}, the memory model's held-out q90): "
+              f"{ms['published_layouts_within_margin']}/{ms['published_layouts_fitting']} published layouts that fit "
+              f"keep that headroom; on the {ms['searched_rows']} searched rows "
+              + ", ".join(f"{k} {v}" for k, v in ms["searched_by_kind"].items())
+              + (f"; LOO median signed: fastest layout {ms['searched_best_median_signed']:+.1%}, memory-safe pick "
+                 f"{ms['searched_safe_median_signed']:+.1%} (median |error| {ms['searched_best']['median']:.1%} vs "
+                 f"{ms['searched_safe']['median']:.1%}); where it differs, the pick is a median "
+                 f"{ms['safe_slower_median'] or 0:.1%} slower" if ms["searched_best_median_signed"] is not None else ""))
+        print("published layouts that fit and keep a headroom of " + ", ".join(
+            f"+{float(m):.0%}: {k}" for m, k in ms["published_within_headroom"].items()) + f" (of {ms['published_layouts_fitting']})")
     print(f"memory model: {mf['predicted_to_fit']}/{mf['rows']} published runs predicted to fit; of the {len(over)} "
           f"that do not, {near} are within 15% of capacity; largest: " + "; ".join(
               f"{m['row']} {m['memory_GiB']:.0f} > {m['capacity_GiB']:.0f} GiB" for _, m in over[:5]))

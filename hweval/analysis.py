@@ -749,6 +749,12 @@ class JobOption:
     within_budget: bool = True
     pareto: bool = False
     calibration: str = ""
+    #: memory headroom of the layout: 0.0 when it fits even with the memory model's held-out q90 error
+    #: (``memory_margin``) above its estimate; else how much slower (fraction) the fastest layout that does is,
+    #: by the model; None when no layout of the job fits with that headroom (or no memory validation exists)
+    memory_safe_slowdown: float | None = 0.0
+    memory_margin: float | None = None
+    capacity_GiB: float = 0.0
 
     @property
     def label(self) -> str:
@@ -849,6 +855,9 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
                                            reason=f"no layout fits in memory (smallest {mem:,.0f} GiB per accelerator, "
                                                   f"{node.memory_capacity_bytes / 2**30:,.0f} GiB available)"))
                 continue
+            safe = getattr(res, "memory_safe", None)
+            safe_slow = (None if safe is None or pred.tokens_per_s <= 0 else
+                         0.0 if safe is pred else pred.tokens_per_s / safe.tokens_per_s - 1.0)
             rel = float(pred.interval.get("relative", 0.0))
             pred_part = IntervalPart(name="predictor validation error", lo_factor=1 + rel, hi_factor=1 + rel,
                                      source=str(pred.interval.get("method", "")))
@@ -875,7 +884,9 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
                     energy_lo_mwh=mwh / t_lo, energy_hi_mwh=mwh * t_hi, parts=parts,
                     meets_deadline=job.deadline_days is None or t <= job.deadline_days * 86400,
                     within_budget=job.budget_usd is None or cost <= job.budget_usd,
-                    calibration="; ".join(f"{k}: {v}" for k, v in pred.calibration.items())))
+                    calibration="; ".join(f"{k}: {v}" for k, v in pred.calibration.items()),
+                    memory_safe_slowdown=safe_slow, memory_margin=getattr(res, "memory_margin", None),
+                    capacity_GiB=node.memory_capacity_bytes / 2**30))
     front = pareto_front(opts)
     opts = [o if o not in front else _with(o, pareto=True) for o in opts]
     opts.sort(key=lambda o: (o.cost_usd, o.time_s))
@@ -979,6 +990,19 @@ def _phrase(o: JobOption, unit: tuple[str, float], level: float) -> str:
             f"{fmt_usd(o.cost_hi_usd)})")
 
 
+def memory_headroom_sentence(o: JobOption) -> str | None:
+    """What the recommendation should say when its layout fits only by the memory model's point estimate."""
+    if o.memory_margin is None or o.memory_safe_slowdown == 0.0:
+        return None
+    head = (f"Its layout uses {o.memory_per_accelerator_GiB:,.1f} of {o.capacity_GiB:,.1f} GiB per accelerator by the "
+            f"memory model, whose held-out error on published peak memory is up to {o.memory_margin:.0%} (q90): "
+            "whether it fits is not settled")
+    if o.memory_safe_slowdown is None:
+        return head + "; no layout of this job fits with that headroom."
+    return head + (f"; the fastest layout with that headroom is {o.memory_safe_slowdown:.0%} slower, which raises "
+                   "the time and the cost by as much.")
+
+
 def recommend(job: Job, opts: Sequence[JobOption], level: float) -> tuple[JobOption | None, JobOption | None,
                                                                           JobOption | None, str]:
     """(recommended, cheapest, fastest within budget, sentence).
@@ -1025,6 +1049,9 @@ def recommend(job: Job, opts: Sequence[JobOption], level: float) -> tuple[JobOpt
     if fastest is not rec:
         txt += (f" Fastest{' within budget' if job.budget_usd is not None else ''}: {fastest.label}: "
                 f"{_phrase(fastest, unit, level)}.")
+    mem = memory_headroom_sentence(rec)
+    if mem:
+        txt += " " + mem
     others = [o for o in pool if o is not rec and o.cost_lo_usd <= rec.cost_hi_usd and o.node != rec.node]
     if others:
         o = min(others, key=lambda x: x.cost_usd)

@@ -94,6 +94,17 @@ def _instance(text: str) -> str:
     return text.split(" (")[0].split(",")[0]
 
 
+def _headroom(o: A.JobOption) -> str:
+    """Whether the layout fits with the memory model's held-out error as headroom (analysis.JobOption)."""
+    if o.memory_margin is None:
+        return "n/a"
+    if o.memory_safe_slowdown == 0.0:
+        return f"yes (+{o.memory_margin:.0%})"
+    if o.memory_safe_slowdown is None:
+        return "no: fit not settled"
+    return f"no: +{o.memory_safe_slowdown:.0%} time for a layout with it"
+
+
 def option_row(o: A.JobOption, unit: tuple[str, float], level: float) -> dict[str, str]:
     return {
         "Option": o.label,
@@ -109,6 +120,7 @@ def option_row(o: A.JobOption, unit: tuple[str, float], level: float) -> dict[st
             f"${o.price.usd_per_accelerator_hour:,.2f} ({o.price.provider}"
             + (f" {_instance(o.price.instance)}" if o.price.instance else "")
             + f", {o.price.as_of}{', stale' if o.price.stale else ''})"),
+        "Memory headroom": _headroom(o),
         "Pareto front": "yes" if o.pareto else "",
         "Meets deadline": "yes" if o.meets_deadline else "no",
     }

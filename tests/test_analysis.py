@@ -304,3 +304,32 @@ def test_a_job_in_a_biased_regime_says_so(tmp_path, monkeypatch):
     hw = analysis.job_regime_notes(short, [8], ["b200", "h100-sxm"])
     assert len(hw) == 1 and hw[0].startswith("predictor: hardware b200") and "+6.4%" in hw[0]
     assert "this node's rows only" in hw[0]
+
+
+def test_the_recommendation_says_when_its_layout_fits_only_by_the_point_estimate(quick_analysis):
+    """Each option carries whether its layout keeps the memory model's held-out error as headroom; the
+    recommendation sentence and the report's column say what the layout with that headroom costs."""
+    from dataclasses import replace
+
+    from hweval.report import _headroom
+
+    o = quick_analysis.option(NODE, N, MODE)
+    assert o.memory_margin is not None and o.capacity_GiB > 0
+    assert o.memory_safe_slowdown is None or o.memory_safe_slowdown >= 0
+    safe = replace(o, memory_safe_slowdown=0.0)
+    assert analysis.memory_headroom_sentence(safe) is None and _headroom(safe).startswith("yes")
+    tight = replace(o, memory_safe_slowdown=0.12, memory_margin=0.5, memory_per_accelerator_GiB=78.0,
+                    capacity_GiB=79.6)
+    s = analysis.memory_headroom_sentence(tight)
+    assert "78.0 of 79.6 GiB" in s and "50% (q90)" in s and "12% slower" in s
+    assert _headroom(tight) == "no: +12% time for a layout with it"
+    stuck = replace(tight, memory_safe_slowdown=None)
+    assert "no layout of this job fits with that headroom" in analysis.memory_headroom_sentence(stuck)
+    assert _headroom(stuck) == "no: fit not settled"
+    assert _headroom(replace(o, memory_margin=None)) == "n/a"
+    # the recommendation sentence carries it when the recommended layout is tight
+    rec = quick_analysis.recommended
+    said = analysis.memory_headroom_sentence(rec)
+    assert (said is None) == (rec.memory_safe_slowdown == 0.0)
+    if said:
+        assert said in quick_analysis.recommendation

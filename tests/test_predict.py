@@ -1404,3 +1404,91 @@ def test_memory_interval_reads_the_memory_validation(tmp_path, a100):
     assert "does not fit" in memory_fit_note(90 * g, 80 * g, 0.2)
     assert memory_fit_note(50 * g, 80 * g, 0.2) is None and memory_fit_note(120 * g, 80 * g, 0.2) is None
     assert memory_fit_note(70 * g, 80 * g, None) is None
+
+
+def test_the_search_returns_a_memory_safe_pick_with_the_memory_models_headroom(tmp_path, cat):
+    """Beside the fastest layout (which may fit by a few GiB of a point estimate), the search returns the fastest
+    layout that still fits when memory is the memory model's held-out q90 error above the estimate."""
+    import json
+
+    node = cat.get("h100-sxm")
+    cal = calibrate(node)
+    cap = node.memory_capacity_bytes
+    wide = tmp_path / "wide.json"
+    wide.write_text(json.dumps({"level": 0.9, "band_rel": 0.5, "overall": {"n": 9, "median": 0.2, "max": 0.6}}))
+    res = search(preset("llama3-8b"), cal, hardware=node.id, accelerators=64, global_batch=512, top=3,
+                 memory_error_path=wide)
+    assert res.memory_margin == pytest.approx(0.5)
+    best, safe = res.best, res.memory_safe
+    # the fastest layout of this job uses most of the capacity: not safe with 50% headroom
+    assert best.memory.total * 1.5 > cap and safe is not None and safe is not best
+    assert safe.memory.total * 1.5 <= cap and safe.fits
+    assert safe.tokens_per_s <= best.tokens_per_s and safe.layout.world == 64
+    assert any("memory-safe alternative" in n and safe.layout.label() in n for n in best.notes)
+    assert any(n.startswith("memory-safe pick") for n in safe.notes)
+    d = res.to_dict()
+    assert d["memory_margin"] == pytest.approx(0.5) and d["memory_safe"]["layout"] == safe.layout.to_dict()
+    # no headroom: the fastest layout is its own memory-safe pick
+    none = tmp_path / "none.json"
+    none.write_text(json.dumps({"level": 0.9, "band_rel": 0.0, "overall": {"n": 9}}))
+    res0 = search(preset("llama3-8b"), cal, hardware=node.id, accelerators=64, global_batch=512, top=3,
+                  memory_error_path=none)
+    assert res0.memory_safe is res0.best and not any("memory-safe" in n for n in res0.best.notes)
+    # a headroom nothing can keep: no memory-safe layout, and the best says so
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps({"level": 0.9, "band_rel": 100.0, "overall": {"n": 9}}))
+    resh = search(preset("llama3-8b"), cal, hardware=node.id, accelerators=64, global_batch=512, top=3,
+                  memory_error_path=huge)
+    assert resh.memory_safe is None and resh.best is not None
+    assert any("no layout of this job fits with that headroom" in n for n in resh.best.notes)
+    # without a memory validation: no pick, no margin; the fastest layout is unchanged throughout
+    absent = search(preset("llama3-8b"), cal, hardware=node.id, accelerators=64, global_batch=512, top=3,
+                    memory_error_path=tmp_path / "absent.json")
+    assert absent.memory_margin is None and absent.memory_safe is None and "memory_safe" not in absent.to_dict()
+    assert {r.best.layout for r in (res, res0, resh, absent)} == {best.layout}
+
+
+def test_memory_safe_capacity_divides_by_the_headroom(tmp_path):
+    import json
+
+    from hwmodels.predict.search import memory_safe_capacity
+
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps({"level": 0.9, "band_rel": 0.25}))
+    assert memory_safe_capacity(100.0, p) == (pytest.approx(80.0), pytest.approx(0.25))
+    assert memory_safe_capacity(100.0, tmp_path / "absent.json") == (100.0, None)
+
+
+def test_validation_scores_the_memory_safe_pick_against_the_published_runs(cat):
+    """predictor_validation.memory_safe_report: which published layouts keep the headroom, and the memory-safe
+    pick's held-out error = the row's LOO error x the pick's throughput over the fastest layout's."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+
+    from hwmodels.predict.predictor import memory_held_out_error
+
+    margin, _ = memory_held_out_error()
+    cal = calibrate(cat.get("a100-80gb-sxm"))
+    spec = preset("llama2-7b")
+    fast = Layout(dp=8, micro_batch=2, sharding="zero1", recompute="none")
+    slow = Layout(dp=8, micro_batch=1, sharding="full_shard", recompute="full")
+    base = dict(spec=spec, cal=cal, gb=64, n=8, core="flash", layout=fast, searched=True, fits=True, cap_GiB=80.0)
+    preds = [dict(base, mem_GiB=79.0, safe_kind="other", safe_layout=slow),
+             dict(base, mem_GiB=10.0, safe_kind="same", safe_layout=None),
+             dict(base, mem_GiB=79.0, safe_kind="none", safe_layout=None),
+             dict(base, mem_GiB=10.0, searched=False, safe_kind="stated", safe_layout=None),
+             dict(base, mem_GiB=90.0, fits=False, searched=False, safe_kind="stated", safe_layout=None)]
+    loo = np.array([0.10, -0.05, 0.0, 0.0, 0.0])
+    g = V.GRID.index((1.0, 1.0, 0.0))
+    r = V.memory_safe_report(preds, loo, g)
+    assert r["margin"] == pytest.approx(margin)
+    # 10 GiB of 80 keeps a 74% headroom, 79 does not; a layout that does not fit is not counted
+    assert r["published_layouts_fitting"] == 4 and r["published_layouts_within_margin"] == 2
+    assert r["published_within_headroom"]["0.05"] == 2 and r["searched_rows"] == 3
+    assert r["searched_by_kind"] == {"none": 1, "other": 1, "same": 1}
+    ratio = V.tps_at(preds[0], slow, g) / V.tps_at(preds[0], fast, g)
+    assert ratio < 1  # full recomputation on half the micro-batch is slower
+    assert V.tps_at(preds[0], fast, g) == pytest.approx(V.tps_grid(preds[0])[g])  # the grid's own figure
+    assert r["searched_safe_median_signed"] == pytest.approx(np.median([1.10 * ratio - 1, -0.05]))
+    assert r["searched_best_median_signed"] == pytest.approx(np.median([0.10, -0.05]))
+    assert r["safe_slower_median"] == pytest.approx(1 / ratio - 1)

@@ -120,3 +120,22 @@ def test_context_parallel_and_tp_overlap_options_reach_the_layout(cli, tmp_path)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]
     assert rows[0]["layout"]["cp"] == 4 and len(rows) == 2  # stated: kept; empty: searched
+
+
+def test_a_searched_job_reports_its_memory_safe_pick(cli):
+    """--layout auto: the JSON names the fastest layout that fits with the memory model's held-out error as
+    headroom, how much slower it is, and its interval; the table says so under the row."""
+    args = ("predict", "--hardware", "h100-sxm", "--accelerators", "64", "--model", "llama3-8b")
+    proc = cli(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    ms = d["search"]["memory_safe"]
+    assert 0 < ms["margin"] < 5 and "held-out q90" in ms["method"]
+    cap = d["memory_GiB"]["capacity_GiB"]
+    # the fastest layout of this job fills the capacity (79.4 of 79.6 GiB): any headroom moves the pick
+    assert d["memory_per_accelerator_GiB"] * (1 + ms["margin"]) > cap and not ms["is_best"]
+    s = ms["layout"]
+    assert s["slower_than_best"] >= 0 and s["memory_per_accelerator_GiB"] * (1 + ms["margin"]) <= cap
+    assert s["interval"]["level"] == 0.9 and len(s["interval"]["tokens_per_s_per_accelerator"]) == 2
+    table = cli(*args)
+    assert table.returncode == 0 and "memory-safe alternative" in table.stdout

@@ -161,10 +161,17 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
     if res.best is not None:
         out = res.best.to_dict()
         out["search"] = {"considered": res.considered, "fitting_priced": res.fitting,
-                         "runners_up": [{"layout": p.layout.to_dict(), "step_time_s": p.step_time_s,
-                                         "tokens_per_s_per_accelerator": p.tokens_per_s_per_accelerator,
-                                         "mfu": p.mfu, "memory_per_accelerator_GiB": p.memory_per_accelerator_GiB}
-                                        for p in res.runners_up]}
+                         "runners_up": [_brief(p) for p in res.runners_up]}
+        if res.memory_margin is not None:
+            safe = res.memory_safe
+            out["search"]["memory_safe"] = {
+                "margin": res.memory_margin, "is_best": safe is res.best,
+                "method": "the fastest layout that fits when its memory is the memory model's held-out q90 error "
+                          "above the estimate (data/reference/memory_error.json); null: no layout fits so",
+                "layout": None if safe is None else {
+                    **_brief(safe), "slower_than_best": res.best.tokens_per_s / safe.tokens_per_s - 1.0,
+                    "interval": {k: safe.interval[k] for k in ("level", "tokens_per_s_per_accelerator",
+                                                               "step_time_s") if k in safe.interval}}}
         return out
     # nothing fits: report the least-memory layout, predicted anyway, marked as not fitting
     lay, _ = res.smallest_memory
@@ -177,6 +184,13 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
     out["search"] = {"considered": res.considered, "fitting_priced": 0,
                      "note": "no layout fits in memory; the least-memory layout is shown"}
     return out
+
+
+def _brief(p: Any) -> dict[str, Any]:
+    """A searched alternative in the CLI's JSON: its layout and headline figures."""
+    return {"layout": p.layout.to_dict(), "step_time_s": p.step_time_s,
+            "tokens_per_s_per_accelerator": p.tokens_per_s_per_accelerator, "mfu": p.mfu,
+            "memory_per_accelerator_GiB": p.memory_per_accelerator_GiB}
 
 
 def _default_gb(spec: Any) -> int:
@@ -211,7 +225,21 @@ def _table(rows: list[dict[str, Any]]) -> None:
                   mem, "yes" if r["fits"] else "NO", cost)
     import sys
 
-    Console(width=None if sys.stdout.isatty() else 200).print(t)
+    con = Console(width=None if sys.stdout.isatty() else 200)
+    con.print(t)
+    for i, r in enumerate(rows, 1):
+        ms = (r.get("search") or {}).get("memory_safe")
+        if not ms or ms["is_best"]:
+            continue
+        head = (f"row {i}: {r['memory_per_accelerator_GiB']:.1f} GiB does not fit with the memory model's held-out "
+                f"q90 error (+{ms['margin']:.0%}) as headroom; ")
+        s = ms["layout"]
+        if s is None:
+            con.print(head + "no layout of this job does", highlight=False)
+        else:
+            con.print(head + f"memory-safe alternative {layout_label(s['layout'])}: "
+                      f"{s['tokens_per_s_per_accelerator']:,.0f} tok/s/acc ({s['slower_than_best']:.1%} slower), "
+                      f"{s['memory_per_accelerator_GiB']:.1f} GiB", highlight=False)
 
 
 @click.command("predict")

@@ -23,9 +23,11 @@ from typing import Any
 from hwmodels.errors import ModelInputError
 from hwmodels.predict.calibration import Calibration, KernelPoint, calibrate
 from hwmodels.predict.layout import Layout, enumerate_layouts
+from hwmodels.predict.memory import GiB
 from hwmodels.predict.ops import local_seq
 from hwmodels.predict.predictor import (Prediction, _head_cost, framework_factors, layer_cost, layout_memory,
-                                        make_prediction, search_optimism, step_times)
+                                        make_prediction, memory_held_out_error, search_optimism,
+                                        step_times)
 from hwmodels.predict.spec import ModelSpec
 
 #: (policy, share of layers) in the order the search tries them: least recomputation first; full recomputation
@@ -47,6 +49,10 @@ class SearchResult:
     fitting: int
     cheapest: Prediction | None = None
     smallest_memory: Any = None  # the least-memory layout when nothing fits: (Layout, MemoryEstimate)
+    #: the fastest layout that still fits when its memory is the memory model's held-out q90 error above the
+    #: estimate (``memory_margin``); ``best`` itself when it does; None when no layout fits with that margin
+    memory_safe: Prediction | None = None
+    memory_margin: float | None = None  # relative margin the memory-safe pick keeps (None: no memory validation)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"considered": self.considered, "fitting": self.fitting,
@@ -54,6 +60,9 @@ class SearchResult:
                                "runners_up": [p.to_dict() for p in self.runners_up]}
         if self.cheapest is not None:
             out["cheapest"] = self.cheapest.to_dict()
+        if self.memory_margin is not None:
+            out["memory_margin"] = self.memory_margin
+            out["memory_safe"] = self.memory_safe.to_dict() if self.memory_safe else None
         if self.best is None and self.smallest_memory is not None:
             lay, mem = self.smallest_memory
             out["smallest_memory"] = {"layout": lay.to_dict(), "memory_GiB": mem.to_dict()}
@@ -80,35 +89,19 @@ def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: i
     return t / (m * lay.dp * lay.micro_batch)
 
 
-def default_global_batch(seq_len: int) -> int:
-    return max(1, DEFAULT_TOKENS_PER_BATCH // seq_len)
-
-
-def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: int, global_batch: int | None = None,
-           seq_len: int | None = None, precision: str = "bf16", tp: int | None = None, pp: int | None = None,
-           sharding: str | None = None, micro_batch: int | None = None, recompute: str | None = None,
-           tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
-           top: int = 5, eta: float | None = None, comm_eff: float | None = None, overlap_cost: float | None = None,
-           error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
-           interleave: int | None = None, tp_comm_overlap: bool = False, dp_comm_overlap: bool = True,
-           cp: int | None = None) -> SearchResult:
-    """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
-    attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax);
-    ``tp_comm_overlap``: the framework pipelines TP collectives with the GEMMs (``Layout.tp_comm_overlap``; off by
-    default: not every framework does, and a new prediction does not know the framework); ``dp_comm_overlap``:
-    DDP/ZeRO-1 gradients reduced under the last backward (``Layout.dp_comm_overlap``, on by default); ``cp``: a
-    stated context-parallel degree; when not stated, CP_SEARCH for sequences of CP_MIN_SEQ tokens and more, else 1."""
-    seq = seq_len or spec.seq_len
-    gb = global_batch or default_global_batch(seq)
-    factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
+def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq: int, precision: str,
+          tp: int | None, pp: int | None, sharding: str | None, micro_batch: int | None, recompute: str | None,
+          factors: Any, attention: str, interleave: int | None, tp_comm_overlap: bool, dp_comm_overlap: bool,
+          cp: int | None, capacity: float, top: int) -> tuple[list[tuple[float, Layout, Any]], int, int, Any]:
+    """The ``top`` fastest layouts whose memory estimate is at most ``capacity`` bytes, fastest first, as
+    (seconds per sequence, layout, StepTimes); with the count considered, the count fitting and the least-memory
+    (layout, estimate) seen."""
     scored: list[tuple[float, Layout, Any]] = []
     considered = fitting = 0
     best_mem = None
     rcs = [(recompute, 1.0)] if recompute else list(RECOMPUTE_ORDER)
-    pruned = 0
     kth = float("inf")
     memo: dict = {}
-    cap = cal.memory_capacity_bytes
     cps = [cp] if cp else [c for c in (CP_SEARCH if seq >= CP_MIN_SEQ else (1,)) if seq % c == 0]
     bases = (b for c in cps
              for b in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
@@ -125,18 +118,16 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                 considered += 1
                 lay = lay0 if rc == (lay0.recompute, lay0.recompute_layers) else replace(
                     lay0, recompute=rc[0], recompute_layers=rc[1])
-                bound = None
                 if len(scored) >= top:
                     # compute-only lower bound per sequence: communication can only add to it
                     bound = _lower_bound(spec, cal, lay, gb, seq, factors.eta, memo, attention)
                     if bound >= kth:
-                        pruned += 1
                         found = True  # cannot tell whether it fits; larger micro-batches may still be faster
                         break
                 mem = layout_memory(spec, cal, lay, global_batch=gb, seq_len=seq, attention=attention)
                 if best_mem is None or mem.total < best_mem[1].total:
                     best_mem = (lay, mem)
-                if mem.total > cap:
+                if mem.total > capacity:
                     continue
                 fitting += 1
                 found = True
@@ -150,20 +141,91 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                 break  # more recomputation only adds time
             if not found:
                 break  # a larger micro-batch needs more memory still
+    scored.sort(key=lambda x: x[0])
+    return scored, considered, fitting, best_mem
+
+
+def default_global_batch(seq_len: int) -> int:
+    return max(1, DEFAULT_TOKENS_PER_BATCH // seq_len)
+
+
+def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: int, global_batch: int | None = None,
+           seq_len: int | None = None, precision: str = "bf16", tp: int | None = None, pp: int | None = None,
+           sharding: str | None = None, micro_batch: int | None = None, recompute: str | None = None,
+           tokens: float | None = None, usd_per_accelerator_hour: float | None = None, pricing: str | None = None,
+           top: int = 5, eta: float | None = None, comm_eff: float | None = None, overlap_cost: float | None = None,
+           error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
+           interleave: int | None = None, tp_comm_overlap: bool = False, dp_comm_overlap: bool = True,
+           cp: int | None = None, memory_safe: bool = True, memory_error_path: Path | None = None) -> SearchResult:
+    """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
+    attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax);
+    ``tp_comm_overlap``: the framework pipelines TP collectives with the GEMMs (``Layout.tp_comm_overlap``; off by
+    default: not every framework does, and a new prediction does not know the framework); ``dp_comm_overlap``:
+    DDP/ZeRO-1 gradients reduced under the last backward (``Layout.dp_comm_overlap``, on by default); ``cp``: a
+    stated context-parallel degree; when not stated, CP_SEARCH for sequences of CP_MIN_SEQ tokens and more, else 1.
+
+    ``memory_safe``: also return the fastest layout that fits with the memory model's held-out q90 error as
+    headroom (``SearchResult.memory_safe``, :func:`memory_safe_capacity`): the fit verdict of ``best`` rests on a
+    point estimate whose error on published peak memory is that large, and the search otherwise favours layouts
+    at the edge of the capacity (more micro-batch, less recomputation)."""
+    seq = seq_len or spec.seq_len
+    gb = global_batch or default_global_batch(seq)
+    factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
+    cap = cal.memory_capacity_bytes
+    job = dict(spec=spec, cal=cal, accelerators=accelerators, gb=gb, seq=seq, precision=precision, tp=tp, pp=pp,
+               sharding=sharding, micro_batch=micro_batch, recompute=recompute, factors=factors,
+               attention=attention, interleave=interleave, tp_comm_overlap=tp_comm_overlap,
+               dp_comm_overlap=dp_comm_overlap, cp=cp)
+    scored, considered, fitting, best_mem = _scan(**job, capacity=cap, top=top)
     if not scored:
         return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem)
-    scored.sort(key=lambda x: x[0])
-    preds = [make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
-                             seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
-                             pricing=pricing, eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost,
-                             error_path=error_path, times=st,
-                             min_billed_hours=min_billed_hours, attention=attention)
-             for _, lay, st in scored[:top]]
+
+    def priced(lay: Layout, st: Any) -> Prediction:
+        return make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
+                               seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
+                               pricing=pricing, eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost,
+                               error_path=error_path, times=st, min_billed_hours=min_billed_hours,
+                               attention=attention, memory_error_path=memory_error_path)
+
+    preds = [priced(lay, st) for _, lay, st in scored[:top]]
     note = search_optimism(error_path)
     if note:
         preds = [replace(p, notes=p.notes + (note,)) for p in preds]
+    safe, margin = None, None
+    if memory_safe:
+        safe_cap, margin = memory_safe_capacity(cap, memory_error_path)
+        if margin is not None:
+            if scored[0][2].memory.total <= safe_cap:
+                safe = preds[0]
+            else:
+                alt, *_ = _scan(**job, capacity=safe_cap, top=1)
+                if alt:
+                    safe = priced(alt[0][1], alt[0][2])
+                    slower = preds[0].tokens_per_s / safe.tokens_per_s - 1.0
+                    safe = replace(safe, notes=safe.notes + (
+                        f"memory-safe pick: fits even with {margin:.0%} more memory than estimated (the memory "
+                        f"model's held-out q90 error); the fastest layout ({preds[0].layout.label()}, "
+                        f"{preds[0].memory_per_accelerator_GiB:.1f} GiB) is {slower:.1%} faster by the model but "
+                        "its fit is not settled",))
+            if safe is not preds[0]:
+                what = ("no layout of this job fits with that headroom" if safe is None
+                        else f"the fastest that does ({safe.layout.label()}, {safe.memory_per_accelerator_GiB:.1f} "
+                             f"GiB) is {preds[0].tokens_per_s / safe.tokens_per_s - 1.0:.1%} slower by the model")
+                preds[0] = replace(preds[0], notes=preds[0].notes + (
+                    f"memory-safe alternative: this layout does not fit with the memory model's held-out q90 error "
+                    f"({margin:.0%}) as headroom; {what}",))
     return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
-                        cheapest=preds[0] if usd_per_accelerator_hour is not None else None)
+                        cheapest=preds[0] if usd_per_accelerator_hour is not None else None,
+                        memory_safe=safe, memory_margin=margin)
+
+
+def memory_safe_capacity(capacity_bytes: float, memory_error_path: Path | None = None) -> tuple[float, float | None]:
+    """(the capacity a layout's memory estimate must stay under to fit even when the true peak is the memory
+    model's held-out q90 error above it, that error); (capacity, None) without a memory validation file."""
+    rel, _ = memory_held_out_error(memory_error_path)
+    if rel is None:
+        return capacity_bytes, None
+    return capacity_bytes / (1.0 + rel), rel
 
 
 def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq_len: int | None = None,
@@ -230,4 +292,4 @@ def search_all(spec: ModelSpec, catalog: Iterable[Any], *, accelerators: int, **
     return out
 
 
-__all__ = ["search", "search_all", "predict_job", "SearchResult", "default_global_batch"]
+__all__ = ["search", "search_all", "predict_job", "SearchResult", "default_global_batch", "memory_safe_capacity"]
