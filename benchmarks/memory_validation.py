@@ -20,6 +20,14 @@ What is compared depends on what the source measured (``memory_statistic``):
 Writes the held-out error to ``data/reference/memory_error.json``, which the
 predictor's memory interval reads (``hwmodels.predict.predictor``).
 
+The fit verdict is also scored both ways on ``data/reference/memory_boundary.csv``:
+published configurations reported to run out of memory, beside the nearest ones
+of the same source that ran (``outcome`` oom | ran). Peak-memory figures only ever
+come from runs that fit; these rows say where the capacity actually was. For each,
+the model's estimate over the capacity; the point verdict (fits when at most 1)
+and the search's memory-safe rule (fits with the q90 error above as headroom)
+against the outcome. Nothing is fitted on these rows either.
+
     .venv/bin/python benchmarks/memory_validation.py [--quiet] [--no-write]
 """
 
@@ -49,6 +57,8 @@ from predictor_validation import (DOTS_SELECTIVE, KORTHIKANTI_SELECTIVE, attenti
                                   torchtitan_op_sac_share)
 
 RUNS = ROOT / "data" / "reference" / "memory_runs.csv"
+BOUNDARY = ROOT / "data" / "reference" / "memory_boundary.csv"
+OUTCOMES = ("ran", "oom")
 OUT = ROOT / "data" / "reference" / "memory_error.json"
 STATISTICS = ("max_allocated", "max_reserved", "nvidia-smi", "other")
 #: the quantile of |error| the predictor's memory interval carries
@@ -142,6 +152,51 @@ def predict(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
     return out, skipped
 
 
+def boundary(rows: list[dict], catalog, margin: float | None) -> tuple[dict, list[str]]:
+    """The fit verdict against published outcomes (module docstring): per row the estimate over the capacity; the
+    point verdict's and the memory-safe rule's (``margin``) confusion counts; reasons for the rows skipped."""
+    out, skipped, cals = [], [], {}
+    for r in rows:
+        rid, hw, outcome = r["run_id"], r["hardware"], (r.get("outcome") or "").strip()
+        if hw not in catalog:
+            skipped.append(f"{rid}: hardware {hw!r} not in the catalog")
+            continue
+        if outcome not in OUTCOMES:
+            skipped.append(f"{rid}: outcome {outcome!r} not one of {', '.join(OUTCOMES)}")
+            continue
+        try:
+            spec = parse_spec(r["model"]).with_seq_len(_int(r, "seq_len"))
+            lay, how = layout_of(r, spec)
+        except (ModelInputError, ValueError) as exc:
+            skipped.append(f"{rid}: {exc}")
+            continue
+        if hw not in cals:
+            cals[hw] = calibrate(catalog.get(hw))
+        cal = cals[hw]
+        gb = _int(r, "global_batch", lay.dp * lay.micro_batch)
+        mem = step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=attention_core(r)).memory
+        out.append(dict(run_id=rid, hardware=hw, outcome=outcome, recompute=how,
+                        predicted_GiB=round(mem.total / GiB, 2), capacity_GiB=round(mem.capacity / GiB, 2),
+                        ratio=round(mem.total / mem.capacity, 4)))
+
+    def confusion(limit: float) -> dict:
+        """Counts of (outcome, verdict) with 'fits' when estimate / capacity <= limit."""
+        c = {"oom_said_fits": 0, "oom_said_not": 0, "ran_said_fits": 0, "ran_said_not": 0}
+        for b in out:
+            c[f"{b['outcome']}_said_{'fits' if b['ratio'] <= limit else 'not'}"] += 1
+        return c
+
+    oom = [b["ratio"] for b in out if b["outcome"] == "oom"]
+    ran = [b["ratio"] for b in out if b["outcome"] == "ran"]
+    res = {"n": len(out), "oom": len(oom), "ran": len(ran), "point_verdict": confusion(1.0),
+           "oom_ratio_range": [min(oom), max(oom)] if oom else None,
+           "ran_ratio_range": [min(ran), max(ran)] if ran else None, "rows": out}
+    if margin is not None:
+        res["memory_safe_margin"] = margin
+        res["memory_safe_verdict"] = confusion(1.0 / (1.0 + margin))
+    return res, skipped
+
+
 def quant(errs: list[float]) -> dict:
     """|error| quantiles of ratios, symmetric in log space (|error| = max(p/q, q/p) - 1)."""
     a = sorted(math.exp(abs(math.log1p(e))) - 1.0 for e in errs)
@@ -189,6 +244,25 @@ def main(argv: list[str] | None = None) -> int:
               + (f" ({', '.join(under)})" if under else ""))
         print(f"runs the model says do not fit though they ran: "
               f"{sum(not p['fits'] for p in preds)} of {len(preds)}")
+    bnd = None
+    if BOUNDARY.exists():
+        with open(BOUNDARY, newline="") as f:
+            brows = list(csv.DictReader(f))
+        bnd, bskip = boundary(brows, default_catalog(), overall.get("q90"))
+        for s_ in bskip:
+            print(f"boundary: skipped {s_}")
+        bnd["skipped"] = bskip
+        if bnd["n"]:
+            pv, sv = bnd["point_verdict"], bnd.get("memory_safe_verdict") or {}
+            print(f"\nfit verdict on {bnd['n']} published outcomes ({bnd['oom']} out of memory, {bnd['ran']} ran; "
+                  f"{BOUNDARY.name}): point estimate: {pv['oom_said_not']}/{bnd['oom']} OOM runs said not to fit, "
+                  f"{pv['ran_said_fits']}/{bnd['ran']} runs that ran said to fit"
+                  + (f"; memory-safe rule (+{bnd['memory_safe_margin']:.0%}): {sv['oom_said_not']}/{bnd['oom']} OOM "
+                     f"runs flagged, {sv['ran_said_fits']}/{bnd['ran']} runs that ran kept" if sv else ""))
+            print("estimate / capacity: OOM runs " + (", ".join(f"{x:.2f}" for x in sorted(
+                b["ratio"] for b in bnd["rows"] if b["outcome"] == "oom")) or "none") + "; runs that ran " + (
+                ", ".join(f"{x:.2f}" for x in sorted(b["ratio"] for b in bnd["rows"] if b["outcome"] == "ran"))
+                or "none"))
     if not args.no_write and overall["n"]:
         OUT.write_text(json.dumps({
             "generated_by": "benchmarks/memory_validation.py",
@@ -201,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             "rows": [{"run_id": p["id"], "hardware": p["hw"], "statistic": p["stat"],
                       "published_GiB": round(p["pub_GiB"], 2), "predicted_GiB": round(p["pred_GiB"], 2),
                       "error": round(p["err"], 4), "parts_GiB": p["parts"]} for p in preds],
+            **({"boundary": bnd} if bnd is not None else {}),
         }, indent=1) + "\n")
         print(f"wrote {OUT.relative_to(ROOT)}")
     return 0

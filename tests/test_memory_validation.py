@@ -106,3 +106,30 @@ def test_committed_rows_are_sourced_and_the_committed_error_is_current():
     now = M.quant([p["err"] for p in preds])
     assert committed["overall"]["n"] == now["n"]
     assert committed["band_rel"] == pytest.approx(now["q90"], rel=1e-6)
+
+
+def test_the_fit_verdict_is_scored_both_ways_on_published_outcomes():
+    """memory_validation.boundary: runs reported out of memory beside runs that ran; the point verdict and the
+    memory-safe rule (the q90 error as headroom) against the outcome."""
+    from hwmodels.catalog import default_catalog
+
+    small = {**ROW, "run_id": "small", "outcome": "ran", "micro_batch": "1", "global_batch": "8"}
+    big = {**ROW, "run_id": "big", "outcome": "oom", "micro_batch": "16", "global_batch": "128",
+           "activation_checkpointing": "none"}
+    mid = {**ROW, "run_id": "mid", "outcome": "oom", "micro_batch": "1", "global_batch": "8"}  # a model miss
+    bad = {**ROW, "run_id": "bad", "outcome": "crashed"}
+    res, skipped = M.boundary([small, big, mid, bad], default_catalog(), margin=0.5)
+    assert skipped == ["bad: outcome 'crashed' not one of ran, oom"]
+    r = {b["run_id"]: b for b in res["rows"]}
+    assert r["big"]["ratio"] > 1 and r["small"]["ratio"] < 1 / 1.5  # no recompute at 16 x 8k tokens: far over
+    assert r["mid"]["ratio"] == r["small"]["ratio"]
+    assert (res["n"], res["oom"], res["ran"]) == (3, 2, 1)
+    # the point verdict: 'big' caught, 'mid' missed (said to fit), 'small' kept
+    assert res["point_verdict"] == {"oom_said_fits": 1, "oom_said_not": 1, "ran_said_fits": 1, "ran_said_not": 0}
+    # with +50% headroom 'small' (and so 'mid') still fits: the rule cannot see that miss either
+    assert res["memory_safe_verdict"]["oom_said_fits"] == 1 and res["memory_safe_margin"] == 0.5
+    # with a headroom that 'small' does not keep, both 'mid' and 'small' are flagged
+    tight, _ = M.boundary([small, mid], default_catalog(), margin=1 / r["small"]["ratio"])
+    assert tight["memory_safe_verdict"] == {"oom_said_fits": 0, "oom_said_not": 1, "ran_said_fits": 0,
+                                            "ran_said_not": 1}
+    assert "memory_safe_verdict" not in M.boundary([small], default_catalog(), margin=None)[0]
