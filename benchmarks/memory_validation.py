@@ -120,29 +120,45 @@ def layout_of(row: dict, spec) -> tuple[Layout, str]:
     return lay, how
 
 
-def predict(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
-    """Each usable row with its predicted and published bytes; reasons for the rows skipped."""
-    out, skipped, cals = [], [], {}
+def stated_memory(r: dict, catalog, cals: dict) -> tuple[Layout, str, MemoryEstimate]:
+    """The row's stated layout, how its recompute column was read, and the memory model's estimate for it
+    (``cals``: calibrations by hardware, filled as needed). ValueError / ModelInputError for an unusable row."""
+    spec = parse_spec(r["model"]).with_seq_len(_int(r, "seq_len"))
+    lay, how = layout_of(r, spec)
+    hw = r["hardware"]
+    if hw not in cals:
+        cals[hw] = calibrate(catalog.get(hw))
+    gb = _int(r, "global_batch", lay.dp * lay.micro_batch)
+    mem = step_times(spec, cals[hw], lay, global_batch=gb, memory_only=True, attention=attention_core(r)).memory
+    return lay, how, mem
+
+
+def usable(rows: list[dict], catalog, column: str, choices: tuple[str, ...], skipped: list[str]):
+    """(row, its ``column`` value, layout, how recompute was read, memory estimate) for each row that can be
+    predicted; a reason for each other row goes to ``skipped``."""
+    cals: dict = {}
     for r in rows:
-        rid, hw = r["run_id"], r["hardware"]
+        rid, hw, val = r["run_id"], r["hardware"], (r.get(column) or "").strip()
         if hw not in catalog:
             skipped.append(f"{rid}: hardware {hw!r} not in the catalog")
             continue
-        stat = (r.get("memory_statistic") or "").strip()
-        if stat not in STATISTICS:
-            skipped.append(f"{rid}: memory_statistic {stat!r} not one of {', '.join(STATISTICS)}")
+        if val not in choices:
+            skipped.append(f"{rid}: {column} {val!r} not one of {', '.join(choices)}")
             continue
         try:
-            spec = parse_spec(r["model"]).with_seq_len(_int(r, "seq_len"))
-            lay, how = layout_of(r, spec)
+            lay, how, mem = stated_memory(r, catalog, cals)
         except (ModelInputError, ValueError) as exc:
             skipped.append(f"{rid}: {exc}")
             continue
-        if hw not in cals:
-            cals[hw] = calibrate(catalog.get(hw))
-        cal = cals[hw]
-        gb = _int(r, "global_batch", lay.dp * lay.micro_batch)
-        mem = step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=attention_core(r)).memory
+        yield r, val, lay, how, mem
+
+
+def predict(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
+    """Each usable row with its predicted and published bytes; reasons for the rows skipped."""
+    out: list[dict] = []
+    skipped: list[str] = []
+    for r, stat, lay, how, mem in usable(rows, catalog, "memory_statistic", STATISTICS, skipped):
+        rid, hw = r["run_id"], r["hardware"]
         pub_GiB = float(r["peak_memory_GiB"])
         pred_GiB = comparable_bytes(mem, stat) / GiB
         out.append(dict(id=rid, hw=hw, stat=stat, fam=family(r.get("framework", "")), recompute=how, layout=lay,
@@ -155,27 +171,10 @@ def predict(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
 def boundary(rows: list[dict], catalog, margin: float | None) -> tuple[dict, list[str]]:
     """The fit verdict against published outcomes (module docstring): per row the estimate over the capacity; the
     point verdict's and the memory-safe rule's (``margin``) confusion counts; reasons for the rows skipped."""
-    out, skipped, cals = [], [], {}
-    for r in rows:
-        rid, hw, outcome = r["run_id"], r["hardware"], (r.get("outcome") or "").strip()
-        if hw not in catalog:
-            skipped.append(f"{rid}: hardware {hw!r} not in the catalog")
-            continue
-        if outcome not in OUTCOMES:
-            skipped.append(f"{rid}: outcome {outcome!r} not one of {', '.join(OUTCOMES)}")
-            continue
-        try:
-            spec = parse_spec(r["model"]).with_seq_len(_int(r, "seq_len"))
-            lay, how = layout_of(r, spec)
-        except (ModelInputError, ValueError) as exc:
-            skipped.append(f"{rid}: {exc}")
-            continue
-        if hw not in cals:
-            cals[hw] = calibrate(catalog.get(hw))
-        cal = cals[hw]
-        gb = _int(r, "global_batch", lay.dp * lay.micro_batch)
-        mem = step_times(spec, cal, lay, global_batch=gb, memory_only=True, attention=attention_core(r)).memory
-        out.append(dict(run_id=rid, hardware=hw, outcome=outcome, recompute=how,
+    out: list[dict] = []
+    skipped: list[str] = []
+    for r, outcome, _, how, mem in usable(rows, catalog, "outcome", OUTCOMES, skipped):
+        out.append(dict(run_id=r["run_id"], hardware=r["hardware"], outcome=outcome, recompute=how,
                         predicted_GiB=round(mem.total / GiB, 2), capacity_GiB=round(mem.capacity / GiB, 2),
                         ratio=round(mem.total / mem.capacity, 4)))
 
