@@ -174,9 +174,11 @@ def boundary(rows: list[dict], catalog, margin: float | None) -> tuple[dict, lis
     out: list[dict] = []
     skipped: list[str] = []
     for r, outcome, _, how, mem in usable(rows, catalog, "outcome", OUTCOMES, skipped):
+        # a part with more memory than the catalog's (the 96GB H100 of Meta's Grand Teton) states its own
+        cap = float(r["device_memory_GiB"]) * GiB if (r.get("device_memory_GiB") or "").strip() else mem.capacity
         out.append(dict(run_id=r["run_id"], hardware=r["hardware"], outcome=outcome, recompute=how,
-                        predicted_GiB=round(mem.total / GiB, 2), capacity_GiB=round(mem.capacity / GiB, 2),
-                        ratio=round(mem.total / mem.capacity, 4)))
+                        predicted_GiB=round(mem.total / GiB, 2), capacity_GiB=round(cap / GiB, 2),
+                        ratio=round(mem.total / cap, 4)))
 
     def confusion(limit: float) -> dict:
         """Counts of (outcome, verdict) with 'fits' when estimate / capacity <= limit."""

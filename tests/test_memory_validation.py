@@ -133,3 +133,24 @@ def test_the_fit_verdict_is_scored_both_ways_on_published_outcomes():
     assert tight["memory_safe_verdict"] == {"oom_said_fits": 0, "oom_said_not": 1, "ran_said_fits": 0,
                                             "ran_said_not": 1}
     assert "memory_safe_verdict" not in M.boundary([small], default_catalog(), margin=None)[0]
+
+
+def test_committed_boundary_rows_are_sourced_and_their_score_is_current():
+    """memory_boundary.csv: every row names its source and an outcome; the committed memory_error.json holds what
+    the rows and the memory model give now."""
+    from hwmodels.catalog import default_catalog
+
+    with open(M.BOUNDARY, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len({r["run_id"] for r in rows}) == len(rows)
+    assert sum(r["outcome"] == "oom" for r in rows) >= 10 and sum(r["outcome"] == "ran" for r in rows) >= 10
+    cat = default_catalog()
+    for r in rows:
+        assert r["source"].strip() and r["source_detail"].strip() and r["hardware"] in cat, r["run_id"]
+        assert r["outcome"] in M.OUTCOMES, r["run_id"]
+    committed = json.loads(M.OUT.read_text())
+    now, skipped = M.boundary(rows, cat, committed["band_rel"])
+    b = committed["boundary"]
+    assert (b["n"], b["oom"], b["ran"]) == (now["n"], now["oom"], now["ran"]) and b["skipped"] == skipped
+    assert b["point_verdict"] == now["point_verdict"] and b["memory_safe_verdict"] == now["memory_safe_verdict"]
+    assert [x["ratio"] for x in b["rows"]] == [x["ratio"] for x in now["rows"]]
