@@ -855,9 +855,6 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
                                            reason=f"no layout fits in memory (smallest {mem:,.0f} GiB per accelerator, "
                                                   f"{node.memory_capacity_bytes / 2**30:,.0f} GiB available)"))
                 continue
-            safe = getattr(res, "memory_safe", None)
-            safe_slow = (None if safe is None or pred.tokens_per_s <= 0 else
-                         0.0 if safe is pred else pred.tokens_per_s / safe.tokens_per_s - 1.0)
             rel = float(pred.interval.get("relative", 0.0))
             pred_part = IntervalPart(name="predictor validation error", lo_factor=1 + rel, hi_factor=1 + rel,
                                      source=str(pred.interval.get("method", "")))
@@ -885,7 +882,7 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
                     meets_deadline=job.deadline_days is None or t <= job.deadline_days * 86400,
                     within_budget=job.budget_usd is None or cost <= job.budget_usd,
                     calibration="; ".join(f"{k}: {v}" for k, v in pred.calibration.items()),
-                    memory_safe_slowdown=safe_slow, memory_margin=getattr(res, "memory_margin", None),
+                    memory_safe_slowdown=res.memory_safe_slowdown, memory_margin=res.memory_margin,
                     capacity_GiB=node.memory_capacity_bytes / 2**30))
     front = pareto_front(opts)
     opts = [o if o not in front else _with(o, pareto=True) for o in opts]

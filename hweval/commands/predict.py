@@ -169,7 +169,7 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
                 "method": "the fastest layout that fits when its memory is the memory model's held-out q90 error "
                           "above the estimate (data/reference/memory_error.json); null: no layout fits so",
                 "layout": None if safe is None else {
-                    **_brief(safe), "slower_than_best": res.best.tokens_per_s / safe.tokens_per_s - 1.0,
+                    **_brief(safe), "slower_than_best": res.memory_safe_slowdown,
                     "interval": {k: safe.interval[k] for k in ("level", "tokens_per_s_per_accelerator",
                                                                "step_time_s") if k in safe.interval}}}
         return out

@@ -54,6 +54,14 @@ class SearchResult:
     memory_safe: Prediction | None = None
     memory_margin: float | None = None  # relative margin the memory-safe pick keeps (None: no memory validation)
 
+    @property
+    def memory_safe_slowdown(self) -> float | None:
+        """How much slower (fraction, by the model) the memory-safe pick is than ``best``: 0.0 when ``best`` keeps
+        the headroom; None without a pick."""
+        if self.best is None or self.memory_safe is None:
+            return None
+        return 0.0 if self.memory_safe is self.best else _slower(self.best, self.memory_safe)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"considered": self.considered, "fitting": self.fitting,
                                "best": self.best.to_dict() if self.best else None,
@@ -67,6 +75,11 @@ class SearchResult:
             lay, mem = self.smallest_memory
             out["smallest_memory"] = {"layout": lay.to_dict(), "memory_GiB": mem.to_dict()}
         return out
+
+
+def _slower(fast: Prediction, slow: Prediction) -> float:
+    """How much slower ``slow`` is than ``fast`` (fraction of throughput)."""
+    return fast.tokens_per_s / slow.tokens_per_s - 1.0
 
 
 def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, eta: float,
@@ -92,16 +105,17 @@ def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: i
 def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq: int, precision: str,
           tp: int | None, pp: int | None, sharding: str | None, micro_batch: int | None, recompute: str | None,
           factors: Any, attention: str, interleave: int | None, tp_comm_overlap: bool, dp_comm_overlap: bool,
-          cp: int | None, capacity: float, top: int) -> tuple[list[tuple[float, Layout, Any]], int, int, Any]:
+          cp: int | None, capacity: float, top: int,
+          memo: dict | None = None) -> tuple[list[tuple[float, Layout, Any]], int, int, Any]:
     """The ``top`` fastest layouts whose memory estimate is at most ``capacity`` bytes, fastest first, as
     (seconds per sequence, layout, StepTimes); with the count considered, the count fitting and the least-memory
-    (layout, estimate) seen."""
+    (layout, estimate) seen. ``memo``: the per-layer costs of the lower bound, shared by scans of one job."""
     scored: list[tuple[float, Layout, Any]] = []
     considered = fitting = 0
     best_mem = None
     rcs = [(recompute, 1.0)] if recompute else list(RECOMPUTE_ORDER)
     kth = float("inf")
-    memo: dict = {}
+    memo = {} if memo is None else memo
     cps = [cp] if cp else [c for c in (CP_SEARCH if seq >= CP_MIN_SEQ else (1,)) if seq % c == 0]
     bases = (b for c in cps
              for b in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
@@ -175,7 +189,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     job = dict(spec=spec, cal=cal, accelerators=accelerators, gb=gb, seq=seq, precision=precision, tp=tp, pp=pp,
                sharding=sharding, micro_batch=micro_batch, recompute=recompute, factors=factors,
                attention=attention, interleave=interleave, tp_comm_overlap=tp_comm_overlap,
-               dp_comm_overlap=dp_comm_overlap, cp=cp)
+               dp_comm_overlap=dp_comm_overlap, cp=cp, memo={})
     scored, considered, fitting, best_mem = _scan(**job, capacity=cap, top=top)
     if not scored:
         return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem)
@@ -201,16 +215,15 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                 alt, *_ = _scan(**job, capacity=safe_cap, top=1)
                 if alt:
                     safe = priced(alt[0][1], alt[0][2])
-                    slower = preds[0].tokens_per_s / safe.tokens_per_s - 1.0
                     safe = replace(safe, notes=safe.notes + (
                         f"memory-safe pick: fits even with {margin:.0%} more memory than estimated (the memory "
                         f"model's held-out q90 error); the fastest layout ({preds[0].layout.label()}, "
-                        f"{preds[0].memory_per_accelerator_GiB:.1f} GiB) is {slower:.1%} faster by the model but "
-                        "its fit is not settled",))
+                        f"{preds[0].memory_per_accelerator_GiB:.1f} GiB) is {_slower(preds[0], safe):.1%} faster by "
+                        "the model but its fit is not settled",))
             if safe is not preds[0]:
                 what = ("no layout of this job fits with that headroom" if safe is None
                         else f"the fastest that does ({safe.layout.label()}, {safe.memory_per_accelerator_GiB:.1f} "
-                             f"GiB) is {preds[0].tokens_per_s / safe.tokens_per_s - 1.0:.1%} slower by the model")
+                             f"GiB) is {_slower(preds[0], safe):.1%} slower by the model")
                 preds[0] = replace(preds[0], notes=preds[0].notes + (
                     f"memory-safe alternative: this layout does not fit with the memory model's held-out q90 error "
                     f"({margin:.0%}) as headroom; {what}",))
