@@ -386,6 +386,20 @@ def tps_at(p: dict, layout: Layout, g: int) -> float:
 HEADROOM_SWEEP = (0.05, 0.10, 0.25, 0.50)
 
 
+def memory_fit_by_hardware(preds: list[dict]) -> dict[str, dict]:
+    """Per hardware type, the memory model's fit verdict on its published runs (all of which ran): rows, how many
+    it said would not fit, and the largest and median estimate / capacity among those (the predictor's
+    ``memory_record_note`` reads this: on a type where it rejects many runs that ran, a no-fit is not conclusive)."""
+    out: dict[str, dict] = {}
+    for h in dict.fromkeys(p["hw"] for p in preds):
+        rows = [p for p in preds if p["hw"] == h]
+        over = sorted(p["mem_GiB"] / p["cap_GiB"] for p in rows if not p["fits"])
+        out[h] = {"rows": len(rows), "predicted_not_to_fit": len(over),
+                  "max_ratio": round(over[-1], 3) if over else None,
+                  "median_ratio": round(float(np.median(over)), 3) if over else None}
+    return out
+
+
 def memory_safe_report(preds: list[dict], loo: np.ndarray, g: int) -> dict:
     """How the search's memory-safe pick (``search.memory_safe``: the fastest layout that fits with the memory
     model's held-out q90 error as headroom) scores on the published runs: how many published layouts (which ran)
@@ -1077,7 +1091,8 @@ def main(argv: list[str] | None = None) -> int:
                       "capacity",
             "rows": len(preds), "predicted_to_fit": sum(p["fits"] for p in preds),
             "predicted_not_to_fit": [{"row": p["id"], "memory_GiB": round(p["mem_GiB"], 1),
-                                      "capacity_GiB": round(p["cap_GiB"], 1)} for p in preds if not p["fits"]]},
+                                      "capacity_GiB": round(p["cap_GiB"], 1)} for p in preds if not p["fits"]],
+            "by_hardware": memory_fit_by_hardware(preds)},
         "bias_by_regime": {"method": "leave-one-row-out error per bucket: median signed (positive = predicted faster "
                                      "than published) and median |error|, over the rows priced as a new prediction "
                                      "is (their hardware's default attention kernel: not llm-foundry's Triton / "
@@ -1190,6 +1205,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"memory model: {mf['predicted_to_fit']}/{mf['rows']} published runs predicted to fit; of the {len(over)} "
           f"that do not, {near} are within 15% of capacity; largest: " + "; ".join(
               f"{m['row']} {m['memory_GiB']:.0f} > {m['capacity_GiB']:.0f} GiB" for _, m in over[:5]))
+    print("memory verdict by hardware (published runs said not to fit / runs, largest estimate / capacity): " + ", ".join(
+        f"{h} {v['predicted_not_to_fit']}/{v['rows']}" + (f" ({v['max_ratio']:.2f}x)" if v["max_ratio"] else "")
+        for h, v in mf["by_hardware"].items()))
     for s in skipped:
         print("skipped:", s)
     for s in NOTES:

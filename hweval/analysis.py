@@ -799,9 +799,11 @@ def _price_part(node: Any, mode: str, today: date | str | None) -> tuple[PriceIn
 def job_regime_notes(job: Job, counts: Sequence[int], nodes: Sequence[str] = ()) -> list[str]:
     """Where the job sits in a regime the predictor's held-out validation was biased in (sequence length, model
     size, precision, each accelerator count priced, each node type priced): :func:`hwmodels.predict.predictor.
-    regime_bias_notes`, once per note. A job-wide bias moves every candidate alike (ranking unchanged), the level of
-    time and cost with it; a node type's bias moves that node's rows only, and its note says so."""
-    from hwmodels.predict.predictor import regime_bias_notes
+    regime_bias_notes`, once per note; and each node type's memory-verdict record where the memory model rejected
+    many of its published runs (:func:`~hwmodels.predict.predictor.memory_record_note`). A job-wide bias moves
+    every candidate alike (ranking unchanged), the level of time and cost with it; a node type's bias moves that
+    node's rows only, and its note says so."""
+    from hwmodels.predict.predictor import memory_record_note, regime_bias_notes
 
     spec = job.spec()
     out = regime_bias_notes({"seq_len": spec.seq_len, "params_B": spec.n_params() / 1e9,
@@ -811,6 +813,9 @@ def job_regime_notes(job: Job, counts: Sequence[int], nodes: Sequence[str] = ())
     for node in nodes:
         out += [f"{n}: this node's rows only, so read its place in the ranking with it"
                 for n in regime_bias_notes({"hardware": node})]
+        record = memory_record_note(node)
+        if record:
+            out.append(record)
     return [f"predictor: {n}" for n in dict.fromkeys(out)]
 
 
@@ -819,6 +824,7 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
                 throughput_noise: IntervalPart | None = None) -> tuple[list[JobOption], list[Unavailable]]:
     """Every (candidate node, count, mode) of the job through :func:`hwmodels.predict.predict_job`."""
     from hwmodels.predict import predict_job
+    from hwmodels.predict.predictor import memory_record_note
 
     spec = job.spec()
     ids = list(candidates) if candidates else [n.id for n in catalog if n.kind != "cpu"]
@@ -851,9 +857,11 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
             pred = res.best
             if pred is None:
                 mem = res.smallest_memory[1].total / 2**30 if res.smallest_memory else float("nan")
+                record = memory_record_note(nid)
                 missing.append(Unavailable(node=nid, accelerators=count, pricing=None,
                                            reason=f"no layout fits in memory (smallest {mem:,.0f} GiB per accelerator, "
-                                                  f"{node.memory_capacity_bytes / 2**30:,.0f} GiB available)"))
+                                                  f"{node.memory_capacity_bytes / 2**30:,.0f} GiB available)"
+                                                  + (f"; {record.removeprefix('memory: ')}" if record else "")))
                 continue
             rel = float(pred.interval.get("relative", 0.0))
             pred_part = IntervalPart(name="predictor validation error", lo_factor=1 + rel, hi_factor=1 + rel,

@@ -304,6 +304,15 @@ def test_a_job_in_a_biased_regime_says_so(tmp_path, monkeypatch):
     hw = analysis.job_regime_notes(short, [8], ["b200", "h100-sxm"])
     assert len(hw) == 1 and hw[0].startswith("predictor: hardware b200") and "+6.4%" in hw[0]
     assert "this node's rows only" in hw[0]
+    # a node type whose published runs the memory model often rejected carries that record; a clean one does not
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps({"memory_fit": {"by_hardware": {
+        "tpu-v6e": {"rows": 13, "predicted_not_to_fit": 11, "max_ratio": 3.28},
+        "h100-sxm": {"rows": 228, "predicted_not_to_fit": 15, "max_ratio": 1.05}}}}))
+    monkeypatch.setattr(predictor, "ERROR_FILE", rec)
+    mem = analysis.job_regime_notes(short, [8], ["tpu-v6e", "h100-sxm"])
+    assert len(mem) == 1 and mem[0].startswith("predictor: memory: on tpu-v6e") and "11 of 13" in mem[0]
+    assert "3.28x" in mem[0]
 
 
 def test_the_recommendation_says_when_its_layout_fits_only_by_the_point_estimate(quick_analysis):

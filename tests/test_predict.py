@@ -1110,6 +1110,42 @@ def test_gpu_step_pays_host_time_only_beyond_the_device_time(cat):
     assert s["step_time_s"] == pytest.approx(device + s["breakdown_s"]["overhead"])
 
 
+def test_a_hardware_whose_published_runs_the_memory_model_rejected_says_so(cat, tmp_path):
+    """Where the memory model said a quarter or more of a hardware type's published runs (8 or more, all of which
+    ran) would not fit, every prediction on it states that record and the largest ratio: a no-fit there is not
+    conclusive. A small record, a low share, or a file without the section adds nothing."""
+    import json
+
+    from hwmodels.predict.predictor import memory_record_note
+
+    err = tmp_path / "rec.json"
+    err.write_text(json.dumps({"memory_fit": {"by_hardware": {
+        "tpu-v6e": {"rows": 13, "predicted_not_to_fit": 11, "max_ratio": 3.28, "median_ratio": 1.43},
+        "h100-sxm": {"rows": 228, "predicted_not_to_fit": 15, "max_ratio": 1.05},
+        "h200-sxm": {"rows": 8, "predicted_not_to_fit": 2, "max_ratio": 1.03},
+        "gb200-nvl72": {"rows": 2, "predicted_not_to_fit": 2, "max_ratio": 1.5},
+        "b200": {"rows": 27, "predicted_not_to_fit": 0, "max_ratio": None}}}}))
+    note = memory_record_note("tpu-v6e", err)
+    assert note and "11 of 13" in note and "3.28x" in note and "not conclusive" in note
+    assert memory_record_note("h200-sxm", err) and "2 of 8" in memory_record_note("h200-sxm", err)  # 25%: stated
+    for hw in ("h100-sxm", "gb200-nvl72", "b200", "mi300x"):  # 7%; 2 rows only; none rejected; no record
+        assert memory_record_note(hw, err) is None
+    bare = tmp_path / "bare.json"
+    bare.write_text("{}")
+    assert memory_record_note("tpu-v6e", bare) is None
+    node = cat.get("tpu-v6e")
+    cal = calibrate(node)
+    spec = preset("llama3-8b").with_seq_len(8192)
+    lay = Layout(dp=8, micro_batch=1, sharding="full_shard", recompute="full")
+    p = make_prediction(spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8, error_path=err)
+    assert any("11 of 13" in n for n in p.notes)
+    assert not any("would not fit although they ran" in n
+                   for n in make_prediction(spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8,
+                                            error_path=bare).notes)
+    # the committed validation file: the TPU types carry a record, the clean GPU types do not
+    assert memory_record_note("tpu-v6e") and memory_record_note("b200") is None
+
+
 def test_a_prediction_in_a_biased_regime_says_so(cat, tmp_path):
     """A prediction whose sequence length (model size, scale, precision) falls in a bucket where the held-out
     validation was biased by 5% or more over 8+ runs carries that bucket's median signed error; a small or

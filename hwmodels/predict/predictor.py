@@ -437,6 +437,26 @@ def memory_fit_note(total_bytes: float, capacity_bytes: float, rel: float | None
             f"+-{rel:.0%}): whether it fits is not settled by the model")
 
 
+#: A hardware type whose published runs (all of which ran) the memory model said would not fit at least this often,
+#: over at least MIN_REGIME_ROWS runs, has its record stated with every prediction on it (``memory_record_note``)
+MEMORY_RECORD_SHARE = 0.25
+
+
+def memory_record_note(hardware: str, path: Path | None = None) -> str | None:
+    """What a fit verdict on ``hardware`` should be read with when the memory model rejected a share of at least
+    MEMORY_RECORD_SHARE of that type's published runs, all of which ran (``memory_fit.by_hardware`` of the
+    validation file; TPU runs under XLA, whose memory planning and host offload the model does not follow): a
+    "does not fit" up to the largest estimate / capacity among them is not conclusive there, and the search, which
+    drops layouts that do not fit, may have dropped layouts that run. None when the record is small or clean."""
+    rec = ((_errors(str(path or ERROR_FILE)).get("memory_fit") or {}).get("by_hardware") or {}).get(hardware) or {}
+    n, k, top = rec.get("rows", 0), rec.get("predicted_not_to_fit", 0), rec.get("max_ratio")
+    if n < MIN_REGIME_ROWS or not k or k / n < MEMORY_RECORD_SHARE or not isinstance(top, (int, float)):
+        return None
+    return (f"memory: on {hardware} the memory model said {k} of {n} published runs would not fit although they ran "
+            f"(estimates up to {top:.2f}x the capacity; {ERROR_FILE.name} memory_fit): a 'does not fit' up to that "
+            "ratio is not conclusive on this hardware, and the layout search may have dropped layouts that run")
+
+
 def search_optimism(path: Path | None = None) -> str | None:
     """What a layout chosen by the search should be read with: on the published runs whose layout the validation
     left (in part) to the search, how far its prediction was above the published throughput (``by_layout_source``
@@ -707,6 +727,9 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     if global_batch % (layout.dp * layout.micro_batch):
         notes.append(f"global batch {global_batch} is not a multiple of dp x micro_batch "
                      f"({layout.dp * layout.micro_batch}): {seqs} sequences per step are computed")
+    record = memory_record_note(hardware, error_path)
+    if record:
+        notes.append(record)
     notes += regime_bias_notes({"seq_len": seq, "params_B": spec.n_params() / 1e9, "accelerators": accelerators,
                                 "precision": layout.precision, "hardware": hardware}, error_path)
     calib = dict(cal.sources())
