@@ -139,3 +139,21 @@ def test_a_searched_job_reports_its_memory_safe_pick(cli):
     assert s["interval"]["level"] == 0.9 and len(s["interval"]["tokens_per_s_per_accelerator"]) == 2
     table = cli(*args)
     assert table.returncode == 0 and "memory-safe alternative" in table.stdout
+
+
+def test_the_table_prints_each_predictions_notes_once(cli, tmp_path):
+    """Without --json the caveats the JSON carries in ``notes`` are printed under the table: those every row
+    shares once, each row's own under its number; the memory-safe alternative (its own line) is not repeated."""
+    from hweval.commands.predict import note_lines
+
+    rows = [{"notes": ["shared", "only one", "memory-safe alternative: x"]}, {"notes": ["shared", "only two"]}]
+    assert note_lines(rows) == ["note (every row): shared", "note (row 1): only one", "note (row 2): only two"]
+    assert note_lines([{"notes": ["a", "a"]}]) == ["note (row 1): a"] and note_lines([]) == []
+    p = tmp_path / "s.csv"
+    p.write_text("hardware,accelerators,model\nh100-sxm,64,llama3-8b\ntpu-v6e,256,llama3-70b\n")
+    proc = cli("predict", "--batch", str(p))
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())  # rich wraps long lines
+    assert "note (row 2): memory: on tpu-v6e the memory model said" in out
+    assert "note (every row): layout chosen by the search" in out
+    assert "note (row 1): memory: on tpu-v6e" not in out

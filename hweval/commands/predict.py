@@ -240,6 +240,21 @@ def _table(rows: list[dict[str, Any]]) -> None:
             con.print(head + f"memory-safe alternative {layout_label(s['layout'])}: "
                       f"{s['tokens_per_s_per_accelerator']:,.0f} tok/s/acc ({s['slower_than_best']:.1%} slower), "
                       f"{s['memory_per_accelerator_GiB']:.1f} GiB", highlight=False)
+    for line in note_lines(rows):
+        con.print(line, highlight=False)
+
+
+def note_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The predictions' notes (the caveats each figure is read with: regime bias, memory verdict, search optimism)
+    under the table: those every row shares once, then each row's own; the memory-safe alternative, printed above,
+    is left out."""
+    notes = [[n for n in r.get("notes", []) if not n.startswith("memory-safe alternative")] for r in rows]
+    common = [n for n in dict.fromkeys(notes[0]) if all(n in ns for ns in notes[1:])] if notes else []
+    label = "every row" if len(rows) > 1 else "row 1"
+    out = [f"note ({label}): {n}" for n in common]
+    for i, ns in enumerate(notes, 1):
+        out += [f"note (row {i}): {n}" for n in dict.fromkeys(ns) if n not in common]
+    return out
 
 
 @click.command("predict")
