@@ -68,6 +68,8 @@ from hwmodels.errors import ModelInputError, choices_error
 from hwmodels.nccl_tests import parse_text as parse_nccl_text
 
 SOURCE_KINDS = ("measured", "imported", "published", "datasheet")
+#: training precisions narrower than 16 bits: they run only where the hardware has units for them (a catalog peak)
+NARROW_DTYPES = ("fp8", "fp4")
 LEVELS = ("intra", "inter")
 K_HALF = 64.0  # see module docstring (16-bit inputs; fp8 scales it by the peak ratio, :func:`k_half`)
 # (tile_m, tile_n, relative speed of that tile): cuBLAS/CUTLASS pick among such
@@ -243,8 +245,15 @@ class Calibration:
         return r.value if r is not None else DERATE_MATMUL
 
     def peak_flops(self, dtype: str) -> float:
+        """The catalog's dense peak of ``dtype``; fp16 and bf16 stand in for each other (one tensor-core rate), and
+        a 16-bit type on hardware without 16-bit units runs at the fp32 rate. An 8- or 4-bit type needs its own
+        peak: hardware without fp8 (fp4) units cannot train in it, so that is an error naming what it has."""
         if dtype in self.peak:
             return self.peak[dtype]
+        if dtype in NARROW_DTYPES:
+            raise ModelInputError(f"precision: {self.node_id} has no {dtype} rate in the catalog (it has "
+                                  f"{', '.join(self.peak)}); valid choices here: "
+                                  f"{', '.join(d for d in ('bf16', 'fp16', 'fp32', *NARROW_DTYPES) if d in self.peak)}")
         if dtype == "fp16" and "bf16" in self.peak:
             return self.peak["bf16"]
         if dtype == "bf16" and "fp16" in self.peak:

@@ -273,6 +273,7 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
     if cp is not None and (cp < 1 or seq % cp):
         raise ModelInputError(f"cp: must be a positive divisor of the sequence length ({seq}), got {cp}")
     cal = calibration or calibrate(node, points)
+    cal.peak_flops(precision)  # a precision the hardware has no units for is an input error, before any search
     price = node.price_per_accelerator_hour(pricing) if pricing else None
     billed = node.pricing[pricing].min_billed_hours if pricing else 0.0  # a committed term bills in full
     gb = global_batch or default_global_batch(seq)
