@@ -81,8 +81,8 @@ KERNEL_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
 FLOAT_DTYPES = ("fp64", "fp32", "bf16", "fp16")
 #: the precisions a catalog entry gives peak throughput for
 PEAK_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
-#: the training precisions the predictor models (GEMM inputs in that type; fp8 keeps 16-bit activations)
-PREDICT_PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
+#: the training precisions the predictor models (GEMM inputs in that type; fp8 and fp4 keep 16-bit activations)
+PREDICT_PRECISIONS = ("bf16", "fp8", "fp16", "fp32", "fp4")
 
 
 #: a training run's precision setting (the workloads' ``precision`` knob, a record's) -> the predictor's precision:

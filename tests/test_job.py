@@ -25,7 +25,7 @@ def test_parse_good_job_round_trips():
     ({"tokens": -1}, "job.tokens"),
     ({"tokens": "lots"}, "job.tokens"),
     ({"target_loss": 2.0}, "job: give exactly one"),
-    ({"precision": "fp4"}, "job.precision"),
+    ({"precision": "fp6"}, "job.precision"),
     ({"accelerators": [8, 0]}, "job.accelerators[1]"),
     ({"pricing": ["on_demand", "cheap"]}, "job.pricing[1]"),
     ({"global_batch": 10.5}, "job.global_batch"),
@@ -89,9 +89,9 @@ def test_plan_job_section_is_validated(tmp_path):
 
     src = open("plans/quick.yaml").read()
     bad = tmp_path / "bad.yaml"
-    bad.write_text(src.replace("precision: bf16", "precision: fp4", 1).replace(
+    bad.write_text(src.replace("precision: bf16", "precision: fp6", 1).replace(
         "notebooks_dir", "notebooks_dir"))
-    with pytest.raises(InputError, match=r"job.precision: unknown value 'fp4'"):
+    with pytest.raises(InputError, match=r"job.precision: unknown value 'fp6'"):
         load_plan(bad)
     plan = load_plan("plans/quick.yaml")
     assert plan.job["model"] == "llama2-7b"

@@ -802,6 +802,36 @@ def test_fp8_cast_bytes_are_hand_counted():
         O.layer_ops(s, micro_batch=1, seq_len=512, precision="fp8", fp8_recipe="blockwise")
 
 
+def test_fp4_runs_the_fp8_linears_narrower_with_nvfp4_casts(cat):
+    """fp4 (NVFP4 block scaling): the same GEMMs as fp8 at the fp4 peak and 0.5 + 1/16 bytes per input element, the
+    casts at 7.125 B and 3 launches per element of X and W (forward) and G (backward), the head and the attention in
+    16 bits; the matmul ceiling is the bf16 fraction x 0.85, labelled, with a wider sigma than fp8's; hardware
+    without an fp4 peak refuses it."""
+    from hwmodels.predict.calibration import K_HALF, k_half
+
+    s = parse_spec("d_model=1024,n_layers=1,n_heads=8,ffn_dim=4096,glu=false,vocab=1000")
+    t, d, f = 2 * 512, 1024, 4096
+    x_w = (t * d + d * 3 * d) + (t * d + d * d) + (t * d + d * f) + (t * f + f * d)
+    g = t * 3 * d + t * d + t * f + t * d
+    casts = {o.phase: o for o in O.layer_ops(s, micro_batch=2, seq_len=512, precision="fp4") if "cast" in o.name}
+    assert set(casts) == {"fwd", "bwd"} and all(o.name.startswith("fp4_cast") for o in casts.values())
+    assert casts["fwd"].nbytes == 7.125 * x_w and casts["bwd"].nbytes == 7.125 * g
+    assert casts["fwd"].launches == 8 * 3 and casts["bwd"].launches == 4 * 3
+    assert O.NARROW_GEMM_BYTES["fp4"] == 0.5625
+    b200 = calibrate(cat.get("b200"))
+    assert k_half(b200.peak, "fp4") == pytest.approx(K_HALF * b200.peak["fp4"] / b200.peak["bf16"])
+    e4, e8, e16 = (b200.matmul_eff_max[dt] for dt in ("fp4", "fp8", "bf16"))
+    assert e4.value == pytest.approx(0.85 * e16.value) and "fp4 = 0.85 x the bf16 fraction" in e4.source
+    assert e4.rel_sigma > e8.rel_sigma >= e16.rel_sigma
+    spec = preset("llama3-8b")
+    lay = {p: Layout(dp=8, micro_batch=2, sharding="zero1", recompute="none", precision=p) for p in ("fp8", "fp4")}
+    st = {p: step_times(spec, b200, lay[p], global_batch=32) for p in lay}
+    # the linears get faster, the 16-bit attention, head and memory-bound work do not: faster, but not 2x
+    assert st["fp8"].total / 2 < st["fp4"].total < st["fp8"].total
+    with pytest.raises(ModelInputError, match="h100-sxm has no fp4 rate"):
+        predict_job(hardware=cat.get("h100-sxm"), accelerators=8, model="llama3-8b", precision="fp4")
+
+
 def test_fp8_gemm_small_k_falloff_scales_with_kernel_time(cat):
     """fp8 runs the k loop at twice the bf16 rate on H100, so its K_HALF is 2 x 64 = 128 (fixed C store/prologue)."""
     from hwmodels.predict.calibration import K_HALF, k_half

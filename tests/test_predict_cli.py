@@ -48,7 +48,7 @@ def test_batch_keeps_row_order_and_count(cli, tmp_path):
 
 @pytest.mark.parametrize("args,needle", [
     (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--precision", "bf17"),
-     "--precision: unknown value 'bf17'; valid choices: bf16, fp16, fp32, fp8"),
+     "--precision: unknown value 'bf17'; valid choices: bf16, fp16, fp32, fp4, fp8"),
     (("--hardware", "h999", "--accelerators", "8", "--model", "llama3-8b"), "--hardware: unknown node 'h999'"),
     (("--hardware", "h100-sxm", "--accelerators", "0", "--model", "llama3-8b"), "--accelerators: expected a positive integer, got '0'"),
     (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "d_model=64,bogus=2"), "unknown key 'bogus'"),

@@ -32,7 +32,7 @@ import click
 from hwcore import params as P
 from hwcore.errors import InputError
 
-PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
+PRECISIONS = ("bf16", "fp8", "fp16", "fp32", "fp4")
 SHARDINGS = ("none", "ddp", "zero1", "shard_grad_op", "full_shard")
 RECOMPUTE = ("none", "selective", "full")
 LAYOUTS = ("auto", "fixed")
@@ -264,7 +264,7 @@ def note_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--seq-len", help="Sequence length (overrides the preset's).")
 @click.option("--micro-batch", help="Sequences per accelerator (per model replica) per forward pass.")
 @click.option("--global-batch", help="Sequences per optimizer step (default: ~4M tokens).")
-@click.option("--precision", help="bf16 (default) | fp8 | fp16 | fp32.")
+@click.option("--precision", help="bf16 (default) | fp8 | fp16 | fp32 | fp4 (NVFP4 block scaling; where the catalog has an fp4 peak).")
 @click.option("--sharding", help="none | ddp | zero1 | shard_grad_op | full_shard.")
 @click.option("--tp", help="Tensor-parallel degree.")
 @click.option("--pp", help="Pipeline-parallel degree.")

@@ -427,8 +427,8 @@ def k_half(peak: Mapping[str, float], dtype: str) -> float:
     """The small-k falloff constant of ``dtype``'s GEMMs: K_HALF for 16-bit inputs; for fp8 K_HALF x the fp8/bf16
     peak ratio, because its main loop runs that much faster while the C load/store and prologue do not (module
     docstring)."""
-    if dtype == "fp8" and peak.get("fp8") and peak.get("bf16"):
-        return K_HALF * max(peak["fp8"] / peak["bf16"], 1.0)
+    if dtype in NARROW_DTYPES and peak.get(dtype) and peak.get("bf16"):
+        return K_HALF * max(peak[dtype] / peak["bf16"], 1.0)
     return K_HALF
 
 
@@ -539,15 +539,18 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
     if use_published and "bf16" not in eff and nid in PUBLISHED_MATMUL_TFLOPS and "bf16" in peak:
         v, src = PUBLISHED_MATMUL_TFLOPS[nid]
         eff["bf16"] = Rate(value=v * 1e12 / peak["bf16"], kind="published", source=src, rel_sigma=0.05)
-    for dt in ("bf16", "fp16", "fp8", "fp32"):
+    for dt in ("bf16", "fp16", "fp8", "fp32", "fp4"):
         if dt in peak and dt not in eff:
-            if dt in ("fp16", "fp8") and "bf16" in eff:
+            if dt in ("fp16", *NARROW_DTYPES) and "bf16" in eff:
                 base = eff["bf16"]
                 # fp8 GEMMs reach a lower fraction of their doubled peak (TransformerEngine reports ~1.3-1.6x
-                # over bf16 end to end, not 2x); 0.85 x the bf16 fraction, labelled
+                # over bf16 end to end, not 2x); 0.85 x the bf16 fraction, labelled; fp4 the same assumption (no
+                # published fp4 training-GEMM ceiling was found), with twice fp8's added uncertainty
                 f = 1.0 if dt == "fp16" else 0.85
-                eff[dt] = Rate(value=base.value * f, kind=base.kind, rel_sigma=base.rel_sigma + (0.1 if f < 1 else 0),
-                               source=base.source + ("" if f == 1 else "; fp8 = 0.85 x the bf16 fraction (assumption)"))
+                extra = {"fp16": 0.0, "fp8": 0.1, "fp4": 0.2}[dt]
+                eff[dt] = Rate(value=base.value * f, kind=base.kind, rel_sigma=base.rel_sigma + extra,
+                               source=base.source + ("" if f == 1 else f"; {dt} = 0.85 x the bf16 fraction "
+                                                                       "(assumption)"))
             else:
                 eff[dt] = Rate(value=DERATE_MATMUL if kind != "cpu" else 0.5, kind="datasheet", rel_sigma=0.2,
                                source=f"catalog dense peak x {DERATE_MATMUL if kind != 'cpu' else 0.5} (derating, "

@@ -131,6 +131,18 @@ class TorchOptimizer:
 #: X and W are cast in the forward (and again in a recomputed forward), G in the backward.
 FP8_CAST = {"delayed": (4.0, 1), "dynamic": (6.0, 2)}  # recipe -> (bytes per element, launches per tensor)
 FP8_RECIPE = "delayed"  # the op model's default: the recipe of TE-based stacks (most fp8 rows, and NVIDIA's)
+#: fp4 training (``precision="fp4"``): NVFP4 block scaling (Transformer Engine ``NVFP4BlockScaling``, E2M1 values,
+#: one E4M3 scale per 16 elements and one fp32 scale per tensor; the recipe torchao's NVFP4 tracker, pytorch/ao#3293,
+#: lays out: 1x16 blocks for activations and gradients, 16x16 for weights, a random Hadamard transform on the
+#: wgrad GEMM's inputs, stochastic rounding for gradients). The same GEMMs as fp8 run in fp4, attention and the LM
+#: head stay in 16 bits. Per element of X, W and G, an estimate from those steps, not a measurement: a per-tensor
+#: amax pass reads the 16-bit tensor (2 B); the quantize pass reads it again (2 B) and writes the rowwise copy with
+#: its scales (0.5 + 1/16 B); the columnwise copy for the transposed GEMM goes through the Hadamard transform,
+#: another read (2 B) and write (0.5 + 1/16 B): 7.125 B, 3 launches.
+FP4_CAST = {"nvfp4": (7.125, 3)}
+FP4_RECIPE = "nvfp4"
+#: GEMM input bytes per element when the layer's linears run in a narrow type (values + block scales)
+NARROW_GEMM_BYTES = {"fp8": 1.0, "fp4": 0.5 + 1.0 / 16.0}
 LINEARS = ("qkv", "attn_out", "mlp_up", "mlp_down")
 
 
@@ -152,7 +164,8 @@ class Op:
 
 
 def dtype_bytes(precision: str) -> float:
-    """Bytes per activation element: fp32 4; bf16/fp16 2; fp8 runs GEMM inputs in 8 bits but keeps 16-bit activations."""
+    """Bytes per activation element: fp32 4; bf16/fp16 2; fp8 and fp4 run GEMM inputs narrow but keep 16-bit
+    activations."""
     return dtypes.nbytes("fp32" if precision == "fp32" else "bf16")
 
 
@@ -198,6 +211,8 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
     ops += _fwd_bwd("mlp_down", t, d, f // tp, full)
     if precision == "fp8":
         ops += fp8_cast_ops(ops, full=full, recipe=fp8_recipe)
+    elif precision == "fp4":
+        ops += fp8_cast_ops(ops, full=full, recipe=FP4_RECIPE)
     # attention core
     heads = max(spec.n_heads // tp, 1)
     model_fwd = 4.0 * b * seq_len * seq_len * q / (tp * cp)  # load-balanced: 1/cp of the sequence's attention
@@ -255,18 +270,21 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
 
 
 def fp8_cast_ops(ops: list[Op], *, full: bool = False, recipe: str = FP8_RECIPE) -> list[Op]:
-    """The casts of the fp8 linears among ``ops`` (their forward GEMMs ``(t, n, k)``): forward X (t k) and W (k n),
-    backward G (t n), again forward in a full recompute; bytes and launches per element of ``FP8_CAST[recipe]``."""
-    if recipe not in FP8_CAST:
-        raise choices_error("fp8_recipe", recipe, FP8_CAST)
-    per_el, launches = FP8_CAST[recipe]
+    """The casts of the fp8 (fp4: ``recipe="nvfp4"``) linears among ``ops`` (their forward GEMMs ``(t, n, k)``):
+    forward X (t k) and W (k n), backward G (t n), again forward in a full recompute; bytes and launches per element
+    of ``FP8_CAST[recipe]`` (``FP4_CAST``)."""
+    recipes = {**FP8_CAST, **FP4_CAST}
+    if recipe not in recipes:
+        raise choices_error("fp8_recipe", recipe, recipes)
+    per_el, launches = recipes[recipe]
     fwd = [o for o in ops if o.kind == "gemm" and o.phase == "fwd" and o.name in LINEARS]
     x_w = sum(o.m * o.k + o.k * o.n for o in fwd)
     g = sum(o.m * o.n for o in fwd)
-    out = [Op(name="fp8_cast", kind="memory", phase="fwd", nbytes=per_el * x_w, launches=2 * launches * len(fwd)),
-           Op(name="fp8_cast.bwd", kind="memory", phase="bwd", nbytes=per_el * g, launches=launches * len(fwd))]
+    name = "fp4_cast" if recipe in FP4_CAST else "fp8_cast"
+    out = [Op(name=name, kind="memory", phase="fwd", nbytes=per_el * x_w, launches=2 * launches * len(fwd)),
+           Op(name=name + ".bwd", kind="memory", phase="bwd", nbytes=per_el * g, launches=launches * len(fwd))]
     if full:
-        out.append(Op(name="fp8_cast", kind="memory", phase="recompute", nbytes=per_el * x_w,
+        out.append(Op(name=name, kind="memory", phase="recompute", nbytes=per_el * x_w,
                       launches=2 * launches * len(fwd)))
     return out
 
@@ -362,4 +380,5 @@ def step_flops(spec: ModelSpec, *, seq_len: int, sequences: int, recompute: str,
     return model, hw
 
 
-__all__ = ["Op", "layer_ops", "local_seq", "fp8_cast_ops", "FP8_CAST", "FP8_RECIPE", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]
+__all__ = ["Op", "layer_ops", "local_seq", "fp8_cast_ops", "FP8_CAST", "FP8_RECIPE", "FP4_CAST", "FP4_RECIPE",
+           "NARROW_GEMM_BYTES", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]

@@ -146,21 +146,21 @@ def _cp_cost(cal: Calibration, spec: ModelSpec, tp: int, cp: int, mb: int, seq: 
 
 @lru_cache(maxsize=10_000)
 def _head_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, precision: str):
-    # the output layer stays in 16 bits under fp8 (TransformerEngine keeps the LM head and embedding in bf16)
-    prec = "bf16" if precision == "fp8" else precision
+    # the output layer stays in 16 bits under fp8 and fp4 (TransformerEngine keeps the LM head and embedding in bf16)
+    prec = "bf16" if precision in O.NARROW_GEMM_BYTES else precision
     return _cost_ops(cal, O.head_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, precision=prec), seq,
                      prec, tp, "intra", 1)
 
 
 def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: int, level: str, rpn: int):
     gemm_dtype = precision
-    e = O.dtype_bytes(precision) if precision != "fp8" else 1.0
+    e = O.NARROW_GEMM_BYTES.get(precision) or O.dtype_bytes(precision)
     cf = cb = mf = mb_ = comm = attn_f = attn_b = 0.0
     for op in ops:
         if op.kind == "gemm":
             t = cal.gemm_time(op.m, op.n, op.k, gemm_dtype, e) * op.count
         elif op.kind == "attention":
-            t = cal.attention_time(op.flops, seq, "bf16" if precision == "fp8" else precision)
+            t = cal.attention_time(op.flops, seq, "bf16" if precision in O.NARROW_GEMM_BYTES else precision)
             if op.phase == "fwd":
                 attn_f += t
             else:
