@@ -608,12 +608,22 @@ PROSPECTIVE = {"a840a7a": (
     "d8d0997": tuple(f"tpurecipes-v6e-llama31-8b-v6e-{n}" for n in (8, 16, 32, 64, 128, 256))
     + tuple(f"tpurecipes-v6e-llama31-70b-v6e-{n}" for n in (32, 64, 128, 256))
     + ("tpurecipes-v6e-llama2-70b-v6e-256", "tpurecipes-v6e-llama31-405b-2xv6e-256",
-       "tpurecipes-v6e-gpt3-175b-bf16-v6e-256")}
+       "tpurecipes-v6e-gpt3-175b-bf16-v6e-256"),
+    # pre-registered (data/reference/preregistered/, commit d109c29): fp4 training, a precision never seen (the
+    # predictor's fp4 came in 3de589e, the commit before): the 13 MLPerf Training v5.1 Llama 3.1 8B NVFP4 runs on
+    # GB300, GB200, B200 and B300, predicted from their configuration before any result line was read
+    "d109c29": ("mlperf51-nvidia-gb300-llama3-8b-g8-fp4", "mlperf51-nvidia-gb200-llama3-8b-g8-fp4",
+                "mlperf51-dell-b200-llama3-8b-g8-fp4", "mlperf51-lenovo-sr680av3-b200-llama3-8b-g8-fp4",
+                "mlperf51-lenovo-b300-llama3-8b-g8-fp4", "mlperf51-lenovo-sr780av3-b200-llama3-8b-g8-fp4",
+                "mlperf51-nebius-b200-llama3-8b-g8-fp4", "mlperf51-nebius-b200-llama3-8b-g16-fp4",
+                "mlperf51-nebius-b200-llama3-8b-g32-fp4", "mlperf51-nebius-b300-llama3-8b-g8-fp4",
+                "mlperf51-oracle-b200-llama3-8b-g8-fp4", "mlperf51-smc-as4126-b200-llama3-8b-g8-fp4",
+                "mlperf51-smc-sys422-b200-llama3-8b-g8-fp4")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997")
+STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from hwmodels.dtypes import PREDICT_PRECISIONS
+
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "data" / "reference" / "training_runs.csv"
 RUNS_README = REPO / "data" / "reference" / "README.md"
@@ -71,7 +73,7 @@ def test_training_runs_schema_and_values(runs):
         assert _num(r, "seq_len") is not None, rid
         for col in ("global_batch", "micro_batch", "dp", "tp", "pp", "cp", "interleave", "year"):
             _num(r, col)
-        assert r["precision"] in {"bf16", "fp8", "fp16", "fp32"}, rid
+        assert r["precision"] in PREDICT_PRECISIONS, rid
         assert r["sharding"] in {"", "none", "ddp", "zero1", "shard_grad_op", "full_shard"}, rid
         assert r["activation_checkpointing"] in {"", "none", "selective", "full"}, rid
         assert r["sequence_parallel"] in {"", "true", "false"}, rid
