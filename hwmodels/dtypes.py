@@ -83,6 +83,9 @@ FLOAT_DTYPES = ("fp64", "fp32", "bf16", "fp16")
 PEAK_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 #: the training precisions the predictor models (GEMM inputs in that type; fp8 and fp4 keep 16-bit activations)
 PREDICT_PRECISIONS = ("bf16", "fp8", "fp16", "fp32", "fp4")
+#: of those, the types narrower than 16 bits: only the transformer linears run in them (attention and the LM head
+#: stay in 16 bits), and only on hardware with units for them (a catalog peak)
+NARROW_PRECISIONS = ("fp8", "fp4")
 
 
 #: a training run's precision setting (the workloads' ``precision`` knob, a record's) -> the predictor's precision:

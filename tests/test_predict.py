@@ -1140,6 +1140,15 @@ def test_gpu_step_pays_host_time_only_beyond_the_device_time(cat):
     assert s["step_time_s"] == pytest.approx(device + s["breakdown_s"]["overhead"])
 
 
+def _llama8b_notes(cat, hardware: str, seq_len: int, error_path) -> list[str]:
+    """The notes of Llama 3 8B at ``seq_len`` on 8 accelerators of ``hardware`` (FSDP, full recomputation, 8
+    sequences) read against the validation file ``error_path``."""
+    node = cat.get(hardware)
+    lay = Layout(dp=8, micro_batch=1, sharding="full_shard", recompute="full")
+    return make_prediction(preset("llama3-8b").with_seq_len(seq_len), calibrate(node), lay, hardware=node.id,
+                           accelerators=8, global_batch=8, error_path=error_path).notes
+
+
 def test_a_hardware_whose_published_runs_the_memory_model_rejected_says_so(cat, tmp_path):
     """Where the memory model said a quarter or more of a hardware type's published runs (8 or more, all of which
     ran) would not fit, every prediction on it states that record and the largest ratio: a no-fit there is not
@@ -1163,15 +1172,8 @@ def test_a_hardware_whose_published_runs_the_memory_model_rejected_says_so(cat, 
     bare = tmp_path / "bare.json"
     bare.write_text("{}")
     assert memory_record_note("tpu-v6e", bare) is None
-    node = cat.get("tpu-v6e")
-    cal = calibrate(node)
-    spec = preset("llama3-8b").with_seq_len(8192)
-    lay = Layout(dp=8, micro_batch=1, sharding="full_shard", recompute="full")
-    p = make_prediction(spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8, error_path=err)
-    assert any("11 of 13" in n for n in p.notes)
-    assert not any("would not fit although they ran" in n
-                   for n in make_prediction(spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8,
-                                            error_path=bare).notes)
+    assert any("11 of 13" in n for n in _llama8b_notes(cat, "tpu-v6e", 8192, err))
+    assert not any("would not fit although they ran" in n for n in _llama8b_notes(cat, "tpu-v6e", 8192, bare))
     # the committed validation file: the TPU types carry a record, the clean GPU types do not
     assert memory_record_note("tpu-v6e") and memory_record_note("b200") is None
 
@@ -1197,24 +1199,17 @@ def test_a_prediction_in_a_biased_regime_says_so(cat, tmp_path):
     assert "bucket >=32768" in notes[0] and "-16.4%" in notes[0] and "18 runs" in notes[0] and "slower" in notes[0]
     assert "precision fp16" in notes[1] and "+6.0%" in notes[1] and "faster" in notes[1]
     assert regime_bias_notes({"seq_len": 4096, "accelerators": 8}, err) == []
-    node = cat.get("h100-sxm")
-    cal = calibrate(node)
-    spec = preset("llama3-8b").with_seq_len(32768)
-    lay = Layout(dp=8, micro_batch=1, sharding="full_shard", recompute="full")
-    p = make_prediction(spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8, error_path=err)
-    assert any("-16.4%" in n for n in p.notes)
+    assert any("-16.4%" in n for n in _llama8b_notes(cat, "h100-sxm", 32768, err))
     # the hardware is a regime too: its published runs' held-out median signed error, by catalog id
     by_hw = tmp_path / "by_hw.json"  # another file: the validation file is read once per path
     by_hw.write_text(json.dumps({"bias_by_regime": {"hardware": {"h100-sxm": {"n": 27, "median_signed": 0.064},
                                                                  "b200": {"n": 27, "median_signed": 0.01}}}}))
-    hw_notes = make_prediction(spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8,
-                               error_path=by_hw).notes
+    hw_notes = _llama8b_notes(cat, "h100-sxm", 32768, by_hw)
     assert any("hardware h100-sxm" in n and "+6.4%" in n and "faster" in n for n in hw_notes)
     assert regime_bias_notes({"hardware": "b200"}, by_hw) == [] and regime_bucket("hardware", "b200") == "b200"
     bare = tmp_path / "bare.json"
     bare.write_text("{}")
-    assert not any("bias_by_regime" in n for n in make_prediction(
-        spec, cal, lay, hardware=node.id, accelerators=8, global_batch=8, error_path=bare).notes)
+    assert not any("bias_by_regime" in n for n in _llama8b_notes(cat, "h100-sxm", 32768, bare))
 
 
 def test_regime_bias_is_measured_on_rows_priced_as_a_new_prediction_is():

@@ -31,8 +31,7 @@ import click
 
 from hwcore import params as P
 from hwcore.errors import InputError
-
-PRECISIONS = ("bf16", "fp8", "fp16", "fp32", "fp4")
+from hwmodels.dtypes import PREDICT_PRECISIONS as PRECISIONS
 SHARDINGS = ("none", "ddp", "zero1", "shard_grad_op", "full_shard")
 RECOMPUTE = ("none", "selective", "full")
 LAYOUTS = ("auto", "fixed")

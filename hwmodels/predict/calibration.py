@@ -64,12 +64,16 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.comms import LINK_MODEL_REL_ERROR, CommsModel, CommsResult, LinkModel, busbw_factor, collective_time_s
+from hwmodels.dtypes import NARROW_PRECISIONS
 from hwmodels.errors import ModelInputError, choices_error
 from hwmodels.nccl_tests import parse_text as parse_nccl_text
 
 SOURCE_KINDS = ("measured", "imported", "published", "datasheet")
-#: training precisions narrower than 16 bits: they run only where the hardware has units for them (a catalog peak)
-NARROW_DTYPES = ("fp8", "fp4")
+#: a GEMM type without a measured or published ceiling of its own, derived from the bf16 one: (fraction of the bf16
+#: ceiling's share of peak, added relative sigma). fp16 runs on the bf16 units; fp8 GEMMs reach a lower fraction of
+#: their doubled peak (TransformerEngine reports ~1.3-1.6x over bf16 end to end, not 2x): 0.85, labelled; fp4 the
+#: same assumption (no published fp4 training-GEMM ceiling was found), with twice fp8's added uncertainty
+FROM_BF16_CEILING = {"fp16": (1.0, 0.0), "fp8": (0.85, 0.1), "fp4": (0.85, 0.2)}
 LEVELS = ("intra", "inter")
 K_HALF = 64.0  # see module docstring (16-bit inputs; fp8 scales it by the peak ratio, :func:`k_half`)
 # (tile_m, tile_n, relative speed of that tile): cuBLAS/CUTLASS pick among such
@@ -250,10 +254,10 @@ class Calibration:
         peak: hardware without fp8 (fp4) units cannot train in it, so that is an error naming what it has."""
         if dtype in self.peak:
             return self.peak[dtype]
-        if dtype in NARROW_DTYPES:
+        if dtype in NARROW_PRECISIONS:
+            here = (d for d in ("bf16", "fp16", "fp32", *NARROW_PRECISIONS) if d in self.peak)
             raise ModelInputError(f"precision: {self.node_id} has no {dtype} rate in the catalog (it has "
-                                  f"{', '.join(self.peak)}); valid choices here: "
-                                  f"{', '.join(d for d in ('bf16', 'fp16', 'fp32', *NARROW_DTYPES) if d in self.peak)}")
+                                  f"{', '.join(self.peak)}); valid choices here: {', '.join(here)}")
         if dtype == "fp16" and "bf16" in self.peak:
             return self.peak["bf16"]
         if dtype == "bf16" and "fp16" in self.peak:
@@ -427,7 +431,7 @@ def k_half(peak: Mapping[str, float], dtype: str) -> float:
     """The small-k falloff constant of ``dtype``'s GEMMs: K_HALF for 16-bit inputs; for fp8 K_HALF x the fp8/bf16
     peak ratio, because its main loop runs that much faster while the C load/store and prologue do not (module
     docstring)."""
-    if dtype in NARROW_DTYPES and peak.get(dtype) and peak.get("bf16"):
+    if dtype in NARROW_PRECISIONS and peak.get(dtype) and peak.get("bf16"):
         return K_HALF * max(peak[dtype] / peak["bf16"], 1.0)
     return K_HALF
 
@@ -541,15 +545,11 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         eff["bf16"] = Rate(value=v * 1e12 / peak["bf16"], kind="published", source=src, rel_sigma=0.05)
     for dt in ("bf16", "fp16", "fp8", "fp32", "fp4"):
         if dt in peak and dt not in eff:
-            if dt in ("fp16", *NARROW_DTYPES) and "bf16" in eff:
+            if dt in FROM_BF16_CEILING and "bf16" in eff:
                 base = eff["bf16"]
-                # fp8 GEMMs reach a lower fraction of their doubled peak (TransformerEngine reports ~1.3-1.6x
-                # over bf16 end to end, not 2x); 0.85 x the bf16 fraction, labelled; fp4 the same assumption (no
-                # published fp4 training-GEMM ceiling was found), with twice fp8's added uncertainty
-                f = 1.0 if dt == "fp16" else 0.85
-                extra = {"fp16": 0.0, "fp8": 0.1, "fp4": 0.2}[dt]
+                f, extra = FROM_BF16_CEILING[dt]
                 eff[dt] = Rate(value=base.value * f, kind=base.kind, rel_sigma=base.rel_sigma + extra,
-                               source=base.source + ("" if f == 1 else f"; {dt} = 0.85 x the bf16 fraction "
+                               source=base.source + ("" if f == 1 else f"; {dt} = {f} x the bf16 fraction "
                                                                        "(assumption)"))
             else:
                 eff[dt] = Rate(value=DERATE_MATMUL if kind != "cpu" else 0.5, kind="datasheet", rel_sigma=0.2,
