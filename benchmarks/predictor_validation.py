@@ -618,12 +618,39 @@ PROSPECTIVE = {"a840a7a": (
                 "mlperf51-nebius-b200-llama3-8b-g8-fp4", "mlperf51-nebius-b200-llama3-8b-g16-fp4",
                 "mlperf51-nebius-b200-llama3-8b-g32-fp4", "mlperf51-nebius-b300-llama3-8b-g8-fp4",
                 "mlperf51-oracle-b200-llama3-8b-g8-fp4", "mlperf51-smc-as4126-b200-llama3-8b-g8-fp4",
-                "mlperf51-smc-sys422-b200-llama3-8b-g8-fp4")}
+                "mlperf51-smc-sys422-b200-llama3-8b-g8-fp4"),
+    # pre-registered (data/reference/preregistered/, commit 8c4f09a): MLPerf Training v6.0 Llama 3.1 8B and 405B, 23
+    # runs on GB300 (8 to 4,096 GPUs), B300, B200, GB200, H100, MI355X and MI350X (MXFP4), a newer software release,
+    # predicted from their configuration before any result line was read
+    "8c4f09a": (
+                "mlperf60-nvidia-gb300-llama3-8b-g8-fp4",
+                "mlperf60-nebius-b300-llama3-8b-g8-fp4",
+                "mlperf60-lambda-b200-llama3-8b-g8-fp4",
+                "mlperf60-amd-mi355x-llama3-8b-g8-fp4",
+                "mlperf60-amd-mi350x-llama3-8b-g8-fp4",
+                "mlperf60-hpe-gb200-llama3-8b-g8",
+                "mlperf60-hpe-gb300-llama3-8b-g16-fp4",
+                "mlperf60-hpe-gb300-llama3-8b-g32-fp4",
+                "mlperf60-hpe-gb300-llama3-8b-g72-fp4",
+                "mlperf60-hpe-gb200-llama3-8b-g16-fp4",
+                "mlperf60-hpe-gb200-llama3-8b-g32-fp4",
+                "mlperf60-cisco-b300-llama3-8b-g16-fp4",
+                "mlperf60-cisco-mi350x-llama3-8b-g16-fp4",
+                "mlperf60-cisco-h100-llama3-8b-g64",
+                "mlperf60-coreweave-b200-llama3-8b-g64-fp4",
+                "mlperf60-dell-b300-llama3-8b-g16-fp4",
+                "mlperf60-nebius-b300-llama3-8b-g64-fp4",
+                "mlperf60-nebius-gb300-llama3-8b-g72-fp4",
+                "mlperf60-nvidia-gb300-llama3-8b-g72-fp4",
+                "mlperf60-qct-gb300-llama3-8b-g64-fp4",
+                "mlperf60-scitix-b200-llama3-8b-g64-cp2",
+                "mlperf60-hpe-gb300-llama3-405b-g72-fp4",
+                "mlperf60-coreweave-gb300-llama3-405b-g4096-fp4")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29")
+STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
