@@ -628,7 +628,7 @@ PROSPECTIVE = {"a840a7a": (
                 "mlperf60-lambda-b200-llama3-8b-g8-fp4",
                 "mlperf60-amd-mi355x-llama3-8b-g8-fp4",
                 "mlperf60-amd-mi350x-llama3-8b-g8-fp4",
-                "mlperf60-hpe-gb200-llama3-8b-g8",
+                "mlperf60-hpe-gb200-llama3-8b-g8-fp4",
                 "mlperf60-hpe-gb300-llama3-8b-g16-fp4",
                 "mlperf60-hpe-gb300-llama3-8b-g32-fp4",
                 "mlperf60-hpe-gb300-llama3-8b-g72-fp4",
