@@ -141,6 +141,8 @@ FP8_RECIPE = "delayed"  # the op model's default: the recipe of TE-based stacks 
 #: another read (2 B) and write (0.5 + 1/16 B): 7.125 B, 3 launches.
 FP4_CAST = {"nvfp4": (7.125, 3)}
 FP4_RECIPE = "nvfp4"
+#: each narrow precision's cast recipes (``narrow_cast_ops``): precision -> recipe -> (bytes per element, launches)
+CASTS = {"fp8": FP8_CAST, "fp4": FP4_CAST}
 #: GEMM input bytes per element when the layer's linears run in a narrow type (values + block scales)
 NARROW_GEMM_BYTES = {"fp8": 1.0, "fp4": 0.5 + 1.0 / 16.0}
 LINEARS = ("qkv", "attn_out", "mlp_up", "mlp_down")
@@ -209,10 +211,8 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
     ops += _fwd_bwd("attn_out", t, d, q // tp, full)
     ops += _fwd_bwd("mlp_up", t, f * (2 if spec.glu else 1) // tp, d, full)
     ops += _fwd_bwd("mlp_down", t, d, f // tp, full)
-    if precision == "fp8":
-        ops += fp8_cast_ops(ops, full=full, recipe=fp8_recipe)
-    elif precision == "fp4":
-        ops += fp8_cast_ops(ops, full=full, recipe=FP4_RECIPE)
+    if precision in CASTS:
+        ops += narrow_cast_ops(ops, precision, full=full, recipe=fp8_recipe if precision == "fp8" else FP4_RECIPE)
     # attention core
     heads = max(spec.n_heads // tp, 1)
     model_fwd = 4.0 * b * seq_len * seq_len * q / (tp * cp)  # load-balanced: 1/cp of the sequence's attention
@@ -269,18 +269,18 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
     return ops
 
 
-def fp8_cast_ops(ops: list[Op], *, full: bool = False, recipe: str = FP8_RECIPE) -> list[Op]:
-    """The casts of the fp8 (fp4: ``recipe="nvfp4"``) linears among ``ops`` (their forward GEMMs ``(t, n, k)``):
-    forward X (t k) and W (k n), backward G (t n), again forward in a full recompute; bytes and launches per element
-    of ``FP8_CAST[recipe]`` (``FP4_CAST``)."""
-    recipes = {**FP8_CAST, **FP4_CAST}
+def narrow_cast_ops(ops: list[Op], precision: str, *, full: bool = False, recipe: str = FP8_RECIPE) -> list[Op]:
+    """The casts of the ``precision`` (fp8, fp4) linears among ``ops`` (their forward GEMMs ``(t, n, k)``): forward
+    X (t k) and W (k n), backward G (t n), again forward in a full recompute; bytes and launches per element of
+    ``CASTS[precision][recipe]``, the ops named ``<precision>_cast``."""
+    recipes = CASTS[precision]
     if recipe not in recipes:
-        raise choices_error("fp8_recipe", recipe, recipes)
+        raise choices_error(f"{precision}_recipe", recipe, recipes)
     per_el, launches = recipes[recipe]
     fwd = [o for o in ops if o.kind == "gemm" and o.phase == "fwd" and o.name in LINEARS]
     x_w = sum(o.m * o.k + o.k * o.n for o in fwd)
     g = sum(o.m * o.n for o in fwd)
-    name = "fp4_cast" if recipe in FP4_CAST else "fp8_cast"
+    name = f"{precision}_cast"
     out = [Op(name=name, kind="memory", phase="fwd", nbytes=per_el * x_w, launches=2 * launches * len(fwd)),
            Op(name=name + ".bwd", kind="memory", phase="bwd", nbytes=per_el * g, launches=launches * len(fwd))]
     if full:
@@ -380,5 +380,5 @@ def step_flops(spec: ModelSpec, *, seq_len: int, sequences: int, recompute: str,
     return model, hw
 
 
-__all__ = ["Op", "layer_ops", "local_seq", "fp8_cast_ops", "FP8_CAST", "FP8_RECIPE", "FP4_CAST", "FP4_RECIPE",
+__all__ = ["Op", "layer_ops", "local_seq", "narrow_cast_ops", "CASTS", "FP8_CAST", "FP8_RECIPE", "FP4_CAST", "FP4_RECIPE",
            "NARROW_GEMM_BYTES", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]
