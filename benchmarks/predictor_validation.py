@@ -645,12 +645,34 @@ PROSPECTIVE = {"a840a7a": (
                 "mlperf60-qct-gb300-llama3-8b-g64-fp4",
                 "mlperf60-scitix-b200-llama3-8b-g64-cp2",
                 "mlperf60-hpe-gb300-llama3-405b-g72-fp4",
-                "mlperf60-coreweave-gb300-llama3-405b-g4096-fp4")}
+                "mlperf60-coreweave-gb300-llama3-405b-g4096-fp4"),
+    # pre-registered (data/reference/preregistered/, commit 8171607): 18 more MLPerf v6.0 Llama 3.1 8B runs, one system
+    # per vendor (B300 x 8 from five, GB300 x 8 / x 72, B200 x 8, MI355X / MI350X x 8), predicted at the code of
+    # c3771c0, after Blackwell Ultra's attention and matmul rates were carried across the die
+    "8171607": (
+                "mlperf60-asus-b300-llama3-8b-g8-fp4",
+                "mlperf60-cisco-b300-llama3-8b-g8-fp4",
+                "mlperf60-inventec-b300-llama3-8b-g8-fp4",
+                "mlperf60-qct-b300-llama3-8b-g8-fp4",
+                "mlperf60-smc-b300-llama3-8b-g8-fp4",
+                "mlperf60-hpe-gb300-llama3-8b-g8-fp4",
+                "mlperf60-nebius-gb300-llama3-8b-g8-fp4",
+                "mlperf60-oracle-gb300-llama3-8b-g8-fp4",
+                "mlperf60-giga-gb300-llama3-8b-g72-fp4",
+                "mlperf60-dell-b200-llama3-8b-g8-fp4",
+                "mlperf60-smc-as4126-b200-llama3-8b-g8-fp4",
+                "mlperf60-smc-sysa22-b200-llama3-8b-g8-fp4",
+                "mlperf60-hpe-mi355x-llama3-8b-g8-fp4",
+                "mlperf60-dell-mi355x-llama3-8b-g8-fp4",
+                "mlperf60-giga-mi355x-llama3-8b-g8-fp4",
+                "mlperf60-oracle-mi355x-llama3-8b-g8-fp4",
+                "mlperf60-mitac-mi355x-llama3-8b-g8-fp4",
+                "mlperf60-mitac-mi350x-llama3-8b-g8-fp4")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a")
+STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
