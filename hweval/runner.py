@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -97,6 +98,9 @@ def die_with_parent(parent_pid: int | None) -> bool:
     return True
 
 
+_launches = itertools.count(1)
+
+
 def _kernel_manager_class():  # -> a jupyter_client AsyncKernelManager subclass
     """Kernels that die with their worker: ``PR_SET_PDEATHSIG`` in the kernel's pre-exec.
 
@@ -118,7 +122,8 @@ def _kernel_manager_class():  # -> a jupyter_client AsyncKernelManager subclass
 
                 rt = jupyter_runtime_dir()  # the cell's scratch folder (JUPYTER_RUNTIME_DIR)
                 os.makedirs(rt, exist_ok=True)
-                self.connection_file = os.path.join(rt, f"kernel-{os.getpid()}-{id(self):x}.json")
+                # a fresh name per manager (a retried start must not meet the dead kernel's file)
+                self.connection_file = os.path.join(rt, f"kernel-{os.getpid()}-{next(_launches)}.json")
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):  # noqa: ANN001 - jupyter_client's signature
             if _prctl() is not None and threading.current_thread() is threading.main_thread():
@@ -510,6 +515,18 @@ def kill_active() -> None:
 # -- the worker (runs inside the subprocess) --------------------------------------------
 #: the longest a worker waits for its Jupyter kernel to answer (bounded by the cell's own timeout_s)
 KERNEL_START_TIMEOUT_S = 600.0
+#: how many times a worker launches a kernel that dies before answering kernel_info (no cell has run yet)
+KERNEL_START_ATTEMPTS = 3
+#: jupyter_client's message for a kernel that exited during start-up. With parallel workers the usual cause is
+#: the port race of jupyter_client (it binds five free ports, releases them and hands them to the kernel, so
+#: two kernels launched at once by different processes can pick the same port and one dies with "Address
+#: already in use"; nteract/papermill#511); seen in CI with --jobs 2. No cell has run, so a retry is safe.
+_KERNEL_START_DIED = "Kernel died before replying to kernel_info"
+
+
+def _died_at_start(exc: BaseException) -> bool:
+    return isinstance(exc, RuntimeError) and _KERNEL_START_DIED in str(exc)
+
 
 def _worker(spec_path: str) -> int:
     parent = os.environ.get(PARENT_ENV)
@@ -539,20 +556,31 @@ def _worker(spec_path: str) -> int:
     except Exception as exc:  # noqa: BLE001 - jupytext/nbformat raise many types; recorded as the cell's failure
         return finish("failed", f"cannot convert {cell['notebook_path']}: {exc}")
     try:
-        pm.execute_notebook(
-            str(src),
-            str(output),
-            parameters=cell["params"],
-            kernel_name="python3",
-            cwd=str(REPO),
-            progress_bar=False,
-            log_output=True,
-            request_save_on_cell_execute=True,
-            kernel_manager_class=_kernel_manager_class(),
-            # papermill's default 60 s for the kernel to answer is too short on a loaded machine (seen in CI on
-            # 2 busy cores: "Kernel didn't respond in 60 seconds"); the cell's own limit still bounds the whole run
-            start_timeout=int(min(float(cell.get("timeout_s") or KERNEL_START_TIMEOUT_S), KERNEL_START_TIMEOUT_S)),
-        )
+        for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+            try:
+                pm.execute_notebook(
+                    str(src),
+                    str(output),
+                    parameters=cell["params"],
+                    kernel_name="python3",
+                    cwd=str(REPO),
+                    progress_bar=False,
+                    log_output=True,
+                    request_save_on_cell_execute=True,
+                    kernel_manager_class=_kernel_manager_class(),
+                    # papermill's default 60 s for the kernel to answer is too short on a loaded machine (seen in
+                    # CI on 2 busy cores: "Kernel didn't respond in 60 seconds"); the cell's own limit still
+                    # bounds the whole run
+                    start_timeout=int(min(float(cell.get("timeout_s") or KERNEL_START_TIMEOUT_S),
+                                          KERNEL_START_TIMEOUT_S)),
+                )
+                break
+            except RuntimeError as exc:
+                if not _died_at_start(exc) or attempt == KERNEL_START_ATTEMPTS:
+                    raise
+                print(f"hweval.runner: kernel died at start-up (attempt {attempt} of {KERNEL_START_ATTEMPTS}, "
+                      f"likely jupyter_client's port race); launching a new one", file=sys.stderr, flush=True)
+                time.sleep(0.5 * attempt)
         status, error = "ok", None
     except pm.PapermillExecutionError as exc:
         status, error = "failed", f"{exc.ename}: {exc.evalue}"
@@ -563,6 +591,8 @@ def _worker(spec_path: str) -> int:
         error = f"{name}: {msg[0] if msg else ''}".strip()
         if name == "DeadKernelError":
             error = f"kernel died during execution (killed or crashed): {error}"
+        elif _died_at_start(exc):
+            error = f"kernel died at start-up {KERNEL_START_ATTEMPTS} times: {error}"
         traceback.print_exc()
     finally:
         with contextlib.suppress(OSError):

@@ -236,3 +236,55 @@ def test_worker_waits_for_a_slow_kernel_up_to_the_cells_limit(tmp_path, monkeypa
         assert runner._worker(str(spec)) == 0
         assert seen["start_timeout"] == want
         assert json.loads((tmp_path / "res.json").read_text())["status"] == "ok"
+
+
+def test_worker_retries_a_kernel_that_died_at_start_up(tmp_path, monkeypatch, capfd):
+    """jupyter_client's port race (nteract/papermill#511) failed CI once with --jobs 2: "Kernel died before
+    replying to kernel_info" on a cell whose notebook never ran. The worker launches a new kernel, up to
+    KERNEL_START_ATTEMPTS times; any other failure is not retried."""
+    import json
+
+    import papermill as pm
+
+    from hweval import runner
+
+    monkeypatch.setattr(runner.time, "sleep", lambda s: None)
+    nb = tmp_path / "nb.py"
+    nb.write_text("# %%\nx = 1\n")
+    spec = tmp_path / "spec.json"
+    res = tmp_path / "res.json"
+    spec.write_text(json.dumps({"cell": {"notebook_path": str(nb), "params": {}, "timeout_s": 60},
+                                "output": str(tmp_path / "out.ipynb"), "result": str(res)}))
+    monkeypatch.delenv(runner.PARENT_ENV, raising=False)
+
+    def fails(n_failures, exc):
+        calls = []
+
+        def execute(*a, **kw):
+            calls.append(kw)
+            if len(calls) <= n_failures:
+                raise exc
+        return calls, execute
+
+    died = RuntimeError("Kernel died before replying to kernel_info")
+    calls, execute = fails(runner.KERNEL_START_ATTEMPTS - 1, died)
+    monkeypatch.setattr(pm, "execute_notebook", execute)
+    assert runner._worker(str(spec)) == 0
+    assert len(calls) == runner.KERNEL_START_ATTEMPTS
+    assert json.loads(res.read_text()) == {"status": "ok", "error": None}
+    assert "kernel died at start-up (attempt 1 of" in capfd.readouterr().err
+
+    calls, execute = fails(99, died)
+    monkeypatch.setattr(pm, "execute_notebook", execute)
+    assert runner._worker(str(spec)) == 0
+    assert len(calls) == runner.KERNEL_START_ATTEMPTS
+    got = json.loads(res.read_text())
+    assert got["status"] == "failed" and got["error"].startswith(
+        f"kernel died at start-up {runner.KERNEL_START_ATTEMPTS} times: RuntimeError: Kernel died before")
+
+    # a kernel that stops answering, or any other error, is not retried
+    for exc in (RuntimeError("Kernel didn't respond in 60 seconds"), ValueError("bad")):
+        calls, execute = fails(99, exc)
+        monkeypatch.setattr(pm, "execute_notebook", execute)
+        assert runner._worker(str(spec)) == 0
+        assert len(calls) == 1 and json.loads(res.read_text())["status"] == "failed"
