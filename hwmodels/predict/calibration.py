@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.comms import LINK_MODEL_REL_ERROR, CommsModel, CommsResult, LinkModel, busbw_factor, collective_time_s
-from hwmodels.dtypes import NARROW_PRECISIONS
+from hwmodels.dtypes import NARROW_PRECISIONS, PREDICT_PRECISIONS
 from hwmodels.errors import ModelInputError, choices_error
 from hwmodels.nccl_tests import parse_text as parse_nccl_text
 
@@ -543,7 +543,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
     if use_published and "bf16" not in eff and nid in PUBLISHED_MATMUL_TFLOPS and "bf16" in peak:
         v, src = PUBLISHED_MATMUL_TFLOPS[nid]
         eff["bf16"] = Rate(value=v * 1e12 / peak["bf16"], kind="published", source=src, rel_sigma=0.05)
-    for dt in ("bf16", "fp16", "fp8", "fp32", "fp4"):
+    for dt in PREDICT_PRECISIONS:  # bf16 first: the others may derive from its fraction
         if dt in peak and dt not in eff:
             if dt in FROM_BF16_CEILING and "bf16" in eff:
                 base = eff["bf16"]

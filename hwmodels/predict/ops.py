@@ -171,6 +171,12 @@ def dtype_bytes(precision: str) -> float:
     return dtypes.nbytes("fp32" if precision == "fp32" else "bf16")
 
 
+def wide_precision(precision: str) -> str:
+    """The 16-bit precision the parts that stay wide under fp8/fp4 run in (attention, the LM head and embedding:
+    TransformerEngine keeps them in bf16); any other precision unchanged."""
+    return "bf16" if precision in dtypes.NARROW_PRECISIONS else precision
+
+
 def _gemm(name: str, phase: str, m: int, n: int, k: int, count: float = 1.0) -> Op:
     f = 2.0 * m * n * k * count
     return Op(name=name, kind="gemm", phase=phase, count=count, m=m, n=n, k=k, flops=f, model_flops=f,

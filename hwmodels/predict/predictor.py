@@ -55,7 +55,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from hwmodels.dtypes import NARROW_PRECISIONS, predict_precision
+from hwmodels.dtypes import predict_precision
 from hwmodels.errors import ModelInputError
 from hwmodels.predict import ops as O
 from hwmodels.predict.calibration import Calibration
@@ -147,7 +147,7 @@ def _cp_cost(cal: Calibration, spec: ModelSpec, tp: int, cp: int, mb: int, seq: 
 @lru_cache(maxsize=10_000)
 def _head_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, precision: str):
     # the output layer stays in 16 bits under fp8 and fp4 (TransformerEngine keeps the LM head and embedding in bf16)
-    prec = "bf16" if precision in NARROW_PRECISIONS else precision
+    prec = O.wide_precision(precision)
     return _cost_ops(cal, O.head_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, precision=prec), seq,
                      prec, tp, "intra", 1)
 
@@ -160,7 +160,7 @@ def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: i
         if op.kind == "gemm":
             t = cal.gemm_time(op.m, op.n, op.k, gemm_dtype, e) * op.count
         elif op.kind == "attention":
-            t = cal.attention_time(op.flops, seq, "bf16" if precision in NARROW_PRECISIONS else precision)
+            t = cal.attention_time(op.flops, seq, O.wide_precision(precision))
             if op.phase == "fwd":
                 attn_f += t
             else:
