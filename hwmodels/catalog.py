@@ -14,6 +14,11 @@ Schema (per-accelerator figures unless the name says ``node``)::
                             predictor carries a factor per stack fitted on the published runs of
                             the stack's other hardware, hwmodels.predict.predictor.stack_factor)
     [accelerators]          per_node_count, source
+    [die]                   (optional) same_as (the catalog id of a node built on the same accelerator die:
+                              same SMs / cores and tensor units; memory, power or packaging may differ),
+                              source. A kernel figure published for one carries to the other at the same
+                              fraction of datasheet peak where the node has none of its own
+                              (hwmodels.predict.calibration, "same-die figures")
     [match]                 (optional) cpu_model_contains=[..], cpu_flags_all=[..],
                             cores_max, gpu_name_contains=[..]
     [peak.<dtype>]          dense_tflops|dense_gflops|dense_pflops  (required: the DENSE figure)
@@ -243,6 +248,7 @@ class NodeType:
     inter_node_bytes_per_s_per_accelerator: float = 0.0
     topology_declared: bool = False
     software_stack: str = ""
+    same_die_as: str = ""  # [die] same_as: the catalog id of a node on the same accelerator die
 
     def peak_flops_per_s(self, dtype: str, sparse: bool = False, *, per: str = "node") -> float:
         """Datasheet peak for ``dtype``; dense unless ``sparse=True`` (never a sparse figure as dense).
@@ -328,6 +334,7 @@ class NodeType:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "name": self.name, "kind": self.kind, "software_stack": self.software_stack,
+            "same_die_as": self.same_die_as,
             "accelerators_per_node": self.accelerators_per_node,
             "peak_dense_flops_per_s": {d: p.dense_flops_per_s for d, p in self.peaks.items()},
             "peak_sparse_flops_per_s": {d: p.sparse_flops_per_s for d, p in self.peaks.items() if p.sparse_flops_per_s},
@@ -540,6 +547,15 @@ def parse_node(data: dict[str, Any], file: str = "<catalog>", *, require_topolog
     sources["accelerators"] = acc.source()
     acc.done()
 
+    same_die = ""
+    die = top.sub("die", required=False)
+    if die is not None:
+        same_die = die.string("same_as")
+        if same_die == nid:
+            raise die.err("same_as", f"names the node itself ({nid!r}); give another catalog id")
+        sources["die"] = die.source()
+        die.done()
+
     match: dict[str, Any] = {}
     m = top.sub("match", required=False)
     if m is not None:
@@ -625,7 +641,7 @@ def parse_node(data: dict[str, Any], file: str = "<catalog>", *, require_topolog
                     intra_node_link=link, intra_node_topology=topology, intra_node_bidirectional=bidir,
                     intra_node_unidir_bytes_per_s=intra_unidir,
                     inter_node_bytes_per_s_per_accelerator=inter / count, topology_declared=declared,
-                    software_stack=stack)
+                    software_stack=stack, same_die_as=same_die)
 
 
 def load_node(path: str | os.PathLike[str]) -> NodeType:
@@ -691,7 +707,20 @@ def load_catalog(path_or_dir: str | os.PathLike[str] | None = None) -> Catalog:
         if n.id in nodes:
             raise ModelInputError(f"catalog: node id {n.id!r} defined twice ({nodes[n.id].path} and {f.name})")
         nodes[n.id] = n
+    for n in nodes.values():
+        if (msg := _same_die_error(n, nodes)) is not None:
+            raise ModelInputError(f"catalog: {msg}")
     return Catalog(nodes, str(p))
+
+
+def _same_die_error(node: NodeType, nodes: dict[str, Any]) -> str | None:
+    """One line if ``node``'s ``[die] same_as`` names no node of ``nodes`` (None when it is fine or unset).
+    A catalog given as one file cannot check it (its sibling is in another file)."""
+    if not node.same_die_as or len(nodes) == 1 or node.same_die_as in nodes:
+        return None
+    name = Path(node.path.split(" [")[0]).name if node.path else node.id
+    return (f"{name}: die.same_as: unknown node {node.same_die_as!r}; valid choices: "
+            f"{', '.join(sorted(set(nodes) - {node.id}))}")
 
 
 _DEFAULT: Catalog | None = None
@@ -818,4 +847,9 @@ def check_catalog(path_or_dir: str | os.PathLike[str] | None = None, *,
             continue
         seen[n.id] = f.name
         nodes.append(n)
+    # a sibling whose own file is invalid is reported there, not here too
+    known = {**{f.stem: None for f in files}, **{n.id: n for n in nodes}}
+    for n in nodes:
+        if (msg := _same_die_error(n, known)) is not None:
+            errors.append(msg)
     return CatalogCheck(str(p), [f.name for f in files], nodes, errors, t)

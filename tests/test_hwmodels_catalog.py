@@ -414,3 +414,47 @@ def test_software_stack_is_a_named_choice():
     d = _raw("mi300x")
     del d["software_stack"]
     assert parse_node(d, "mi300x.toml").software_stack == ""
+
+
+def test_same_die_is_a_sourced_catalog_reference(tmp_path):
+    """[die] same_as names another catalog node on the same accelerator die (with a source); the node itself, an
+    unknown id (in a catalog directory) or a missing source are errors naming the dotted field."""
+    import shutil
+
+    from hwmodels.catalog import check_catalog
+
+    cat = default_catalog()
+    pairs = {n.id: n.same_die_as for n in cat if n.same_die_as}
+    assert pairs == {"h200-sxm": "h100-sxm", "a100-40gb-sxm": "a100-80gb-sxm", "b300": "gb300-nvl72",
+                     "gb300-nvl72": "b300"}
+    assert "GH100" in cat.get("h200-sxm").sources["die"]
+    assert cat.get("h200-sxm").to_dict()["same_die_as"] == "h100-sxm" and cat.get("h100-sxm").same_die_as == ""
+    d = _raw("h200-sxm")
+    d["die"]["same_as"] = "h200-sxm"
+    with pytest.raises(ModelInputError, match=r"die\.same_as: names the node itself"):
+        parse_node(d, "h200-sxm.toml")
+    d = _raw("h200-sxm")
+    del d["die"]["source"]
+    with pytest.raises(ModelInputError, match=r"die\.source: missing"):
+        parse_node(d, "h200-sxm.toml")
+    d = _raw("h200-sxm")
+    d["die"]["colour"] = "green"
+    with pytest.raises(ModelInputError, match=r"die\.colour"):
+        parse_node(d, "h200-sxm.toml")
+    # an unknown sibling: load_catalog refuses the directory, check_catalog reports one line for the file
+    for f in CAT_DIR.glob("*.toml"):
+        shutil.copy(f, tmp_path / f.name)
+    (tmp_path / "h200-sxm.toml").write_text((CAT_DIR / "h200-sxm.toml").read_text().replace(
+        'same_as = "h100-sxm"', 'same_as = "h100-pcie"'))
+    with pytest.raises(ModelInputError, match=r"h200-sxm\.toml: die\.same_as: unknown node 'h100-pcie'; valid "
+                                              r"choices: a100-40gb-sxm, a100-80gb-sxm, b200"):
+        load_catalog(tmp_path)
+    chk = check_catalog(tmp_path, today="2026-12-03")
+    assert [e for e in chk.errors if "die.same_as" in e] == [
+        e for e in chk.errors if e.startswith("h200-sxm.toml: die.same_as: unknown node 'h100-pcie'")]
+    assert len([e for e in chk.errors if "die.same_as" in e]) == 1
+    # the sibling's own file being bad is reported once, there
+    (tmp_path / "h200-sxm.toml").write_text((CAT_DIR / "h200-sxm.toml").read_text())
+    (tmp_path / "h100-sxm.toml").write_text((CAT_DIR / "h100-sxm.toml").read_text().replace('kind = "gpu"', 'kind = "gpx"'))
+    chk = check_catalog(tmp_path, today="2026-12-03")
+    assert [e.split(":")[0] for e in chk.errors] == ["h100-sxm.toml"]

@@ -1553,3 +1553,38 @@ def test_validation_scores_the_memory_safe_pick_against_the_published_runs(cat):
     assert r["searched_safe_median_signed"] == pytest.approx(np.median([1.10 * ratio - 1, -0.05]))
     assert r["searched_best_median_signed"] == pytest.approx(np.median([0.10, -0.05]))
     assert r["safe_slower_median"] == pytest.approx(1 / ratio - 1)
+
+
+def test_same_die_nodes_share_kernel_figures_at_the_same_fraction_of_peak(cat):
+    """A node with a [die] same_as sibling takes the sibling's published matmul (per dtype) and attention (per
+    kernel) rows it has none of its own for, at the same fraction of datasheet peak; its own rows win; bandwidth
+    is not carried; only the sibling's own rows carry (no chains); an unknown sibling names the field."""
+    b300, gb300 = calibrate(cat.get("b300")), calibrate(cat.get("gb300-nvl72"))
+    h100, h200 = calibrate(cat.get("h100-sxm")), calibrate(cat.get("h200-sxm"))
+    # GB300 has no matmul row: B300's fractions (its peaks are 1.111 x B300's, the fraction is the same)
+    for dt in ("bf16", "fp8"):
+        assert gb300.matmul_eff_max[dt].value == pytest.approx(b300.matmul_eff_max[dt].value, rel=1e-9)
+        assert "measured on b300" in gb300.matmul_eff_max[dt].source and "x 1.111" in gb300.matmul_eff_max[dt].source
+        assert "measured on" not in b300.matmul_eff_max[dt].source
+    # B300 has no attention row: GB300's cuDNN curve at the same fraction (same eff_max and s_half)
+    assert b300.attention_eff.value == pytest.approx(gb300.attention_eff.value, rel=1e-9)
+    assert b300.extra["attention_s_half"] == gb300.extra["attention_s_half"]
+    assert "measured on gb300-nvl72" in b300.attention_eff.source
+    assert "measured on" not in gb300.attention_eff.source
+    # H200: its own fp8 row (73.4% of peak) wins over H100's (70.9%); bf16 and FlashAttention-2 are H100's
+    assert h200.matmul_eff_max["fp8"].value != pytest.approx(h100.matmul_eff_max["fp8"].value, rel=1e-3)
+    assert "measured on" not in h200.matmul_eff_max["fp8"].source
+    assert h200.matmul_eff_max["bf16"].value == pytest.approx(h100.matmul_eff_max["bf16"].value, rel=1e-9)
+    assert h200.attention_eff.value == pytest.approx(h100.attention_eff.value, rel=1e-9)
+    assert "cudnn" in h200.extra["attention_curves"]  # its own cuDNN curve stays its own
+    assert h200.mem_bw.value != pytest.approx(h100.mem_bw.value, rel=0.05)  # 4.8 vs 3.35 TB/s: not carried
+    # no chains: a node on B300's die takes B300's own rows (matmul), not what B300 took from GB300 (attention)
+    x = replace(cat.get("b300"), id="b300-x", same_die_as="b300")
+    cx = calibrate(x, catalog=cat.with_node(x))
+    assert cx.matmul_eff_max["bf16"].value == pytest.approx(b300.matmul_eff_max["bf16"].value, rel=1e-9)
+    assert "no attention measurement" in cx.attention_eff.source
+    # without published data nothing is carried either
+    assert "measured on" not in calibrate(cat.get("gb300-nvl72"), use_published=False).matmul_eff_max["bf16"].source
+    y = replace(cat.get("b300"), id="b300-y", same_die_as="b400")
+    with pytest.raises(ModelInputError, match=r"b300-y: die\.same_as: unknown node 'b400'; valid choices: .*b300"):
+        calibrate(y, catalog=cat.with_node(y))

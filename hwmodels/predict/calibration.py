@@ -14,6 +14,14 @@ with bare datasheet peaks. Sources, in the order they win (issue 11):
 (d) ``datasheet``: the catalog figure with a stated derating, used only where
     nothing else exists and labelled as such.
 
+Same-die figures: a node whose catalog entry names another built on the same
+accelerator die (``[die] same_as``: H200 and H100, A100 40GB and 80GB, HGX
+B300 and GB300 NVL72) takes that node's published matmul rows for the dtypes,
+and attention rows for the kernels, it has none of its own for, at the same
+fraction of datasheet peak (the figure x own peak / sibling peak); the rate's
+source says so. Only the sibling's own rows carry (no chains), and only kernel
+rates: bandwidth, collectives and launch figures belong to the system.
+
 Every rate is a :class:`Rate` (value, source label, relative uncertainty);
 ``Calibration.sources()`` lists them for the output.
 
@@ -145,17 +153,14 @@ class LevelComms:
         return f"{self.kind}: {self.source}"
 
 
-# (c) small published table used when data/calibration/published.csv has no figure for a node.
+# (c) small published table used when data/calibration/published.csv has no figure for a node (or its same-die
+# sibling: module docstring).
 # Achievable dense bf16 matmul (mamf-finder: best of a shape sweep).
 PUBLISHED_MATMUL_TFLOPS: dict[str, tuple[float, str]] = {
     "a100-80gb-sxm": (267.9, "mamf-finder results table, github.com/mag-/gpu_benchmark README 'Stats' "
                              "(NVIDIA A100 SXM 267.9 TFLOPS, 6912x16384x2048), read 2026-12"),
-    "a100-40gb-sxm": (267.9, "A100 SXM mamf-finder figure (github.com/mag-/gpu_benchmark README), same GA100 "
-                             "silicon and clocks as the 80GB part"),
     "h100-sxm": (792.1, "mamf-finder results table, github.com/mag-/gpu_benchmark README 'Stats' "
                         "(NVIDIA H100 SXM 792.1 TFLOPS, 6144x17920x2816), read 2026-12"),
-    "h200-sxm": (792.1, "H100 SXM mamf-finder figure (github.com/mag-/gpu_benchmark README): H200 has the same GH100 "
-                        "die, SM count and clocks (NVIDIA H200 datasheet); only memory differs"),
     "mi300x": (758.3, "mamf-finder results table, github.com/mag-/gpu_benchmark README 'Stats' "
                       "(AMD MI300X 758.3 TFLOPS, 4352x13568x3840), read 2026-12"),
 }
@@ -174,9 +179,7 @@ Z90 = 1.6449  # two-sided 90% normal quantile: a 90% band -> 1 sigma
 # FlashAttention-2 (Dao 2023, arXiv:2307.08691): "up to 225 TFLOPs/s per A100" end-to-end and ~190 TFLOP/s
 # fwd+bwd kernels at 8k-16k (Fig. 4) -> 0.60 of 312; on H100 SXM5 "up to 335 TFLOPs/s" (Fig. 7) -> 0.34 of 989.
 ATTN_EFF = {"a100-80gb-sxm": (0.60, "FlashAttention-2 on A100 (Dao 2023, arXiv:2307.08691, Fig. 4: ~190 of 312 TFLOP/s fwd+bwd)"),
-            "a100-40gb-sxm": (0.60, "FlashAttention-2 on A100 (Dao 2023, arXiv:2307.08691, Fig. 4: ~190 of 312 TFLOP/s fwd+bwd)"),
-            "h100-sxm": (0.34, "FlashAttention-2 on H100 SXM5 (Dao 2023, arXiv:2307.08691, Fig. 7: up to 335 of 989 TFLOP/s)"),
-            "h200-sxm": (0.34, "FlashAttention-2 on H100 SXM5 (Dao 2023, Fig. 7), same Hopper SM as H200")}
+            "h100-sxm": (0.34, "FlashAttention-2 on H100 SXM5 (Dao 2023, arXiv:2307.08691, Fig. 7: up to 335 of 989 TFLOP/s)")}
 ATTN_EFF_DEFAULT = 0.40  # (d) no flash-attention figure for this node: 0.4 (between Hopper-FA2 0.34 and Ampere 0.60)
 ATTN_S_HALF = 384.0  # attention kernels lose efficiency at short sequences: FA2 Fig. 4, 512 tokens ~55-60% of the 16k rate
 #: the attention implementation ``attention="flash"`` means unless told otherwise; published.csv rows without a
@@ -482,6 +485,60 @@ def _published_rows(node_id: str, path: Path | None = None) -> list[dict[str, st
     return [r for r in _read_csv(str(p)) if r.get("node_id") == node_id]
 
 
+MATMUL_QUANTITIES = ("matmul_tflops", "achievable_matmul_tflops")
+
+
+def _attention_peak(peak: Mapping[str, float], dt: str) -> float | None:
+    """The datasheet peak an attention row of ``dt`` is a fraction of (its own type's, else the 16-bit one)."""
+    return peak.get(dt) or peak.get("bf16") or peak.get("fp16")
+
+
+def _same_die_node(node: Any, catalog: Any = None) -> Any:
+    """The catalog node ``node``'s ``[die] same_as`` names (None when unset); an unknown id lists the valid ones."""
+    sib_id = getattr(node, "same_die_as", "")
+    if not sib_id:
+        return None
+    if catalog is None:
+        from hwmodels.catalog import default_catalog
+
+        catalog = default_catalog()
+    if sib_id not in catalog:
+        raise ModelInputError(f"{node.id}: die.same_as: unknown node {sib_id!r}; valid choices: "
+                              f"{', '.join(sorted(n for n in catalog.ids() if n != node.id))}")
+    return catalog.get(sib_id)
+
+
+def _same_die_rows(node: Any, own: list[dict[str, str]], path: Path | None,
+                   catalog: Any = None) -> list[dict[str, str]]:
+    """The published kernel rows of ``node``'s same-die sibling (catalog ``[die] same_as``) for the matmul dtypes
+    and attention kernels ``own`` has no row for, each rescaled to ``node``'s datasheet peak (module docstring)."""
+    sib = _same_die_node(node, catalog)
+    if sib is None:
+        return []
+    sib_id = sib.id
+    mine = {d: p.dense_flops_per_s for d, p in node.peaks.items()}
+    theirs = {d: p.dense_flops_per_s for d, p in sib.peaks.items()}
+    have_mm = {_cond(r.get("condition", "")).get("dtype", "bf16") for r in own if r.get("quantity") in MATMUL_QUANTITIES}
+    have_attn = {_cond(r.get("condition", "")).get("kernel", DEFAULT_ATTENTION_KERNEL) for r in own
+                 if r.get("quantity") == "attention_tflops"}
+    out = []
+    for r in _published_rows(sib_id, path):
+        c = _cond(r.get("condition", ""))
+        dt = c.get("dtype", "bf16")
+        if r.get("quantity") in MATMUL_QUANTITIES and dt not in have_mm:
+            a, b = mine.get(dt), theirs.get(dt)
+        elif r.get("quantity") == "attention_tflops" and c.get("kernel", DEFAULT_ATTENTION_KERNEL) not in have_attn:
+            a, b = _attention_peak(mine, dt), _attention_peak(theirs, dt)
+        else:
+            continue
+        if not a or not b:
+            continue
+        out.append({**r, "node_id": node.id, "value": repr(float(r["value"]) * a / b),
+                    "source": f"{r.get('source', '')} [measured on {sib_id}; carried to {node.id} at the same "
+                              f"fraction of datasheet peak (x {a / b:.3f}): same die, catalog die.same_as]"})
+    return out
+
+
 @lru_cache(maxsize=8)
 def _read_csv(path: str) -> tuple[dict[str, str], ...]:
     with open(path, newline="") as f:
@@ -498,15 +555,19 @@ def _cond(text: str) -> dict[str, str]:
 
 
 def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: Path | None = None,
-              use_published: bool = True) -> Calibration:
-    """The calibration of one catalog node: (a)/(b) ``points`` > (c) published > (d) datasheet derated.
+              use_published: bool = True, catalog: Any = None) -> Calibration:
+    """The calibration of one catalog node: (a)/(b) ``points`` > (c) published (with the same-die sibling's
+    kernel rows where the node has none: module docstring) > (d) datasheet derated.
 
-    ``use_published=False`` skips (c) (e.g. to predict a node from its datasheet only).
+    ``use_published=False`` skips (c) (e.g. to predict a node from its datasheet only). ``catalog`` (default: the
+    default catalog) is where a ``[die] same_as`` sibling is looked up.
     """
     nid, kind = node.id, node.kind
     peak = {d: p.dense_flops_per_s for d, p in node.peaks.items()}
     pts = list(points)
     pub = _published_rows(nid, published_csv) if use_published else []
+    if use_published:
+        pub = pub + _same_die_rows(node, pub, published_csv, catalog)
 
     # matmul efficiency per dtype
     eff: dict[str, Rate] = {}
@@ -525,7 +586,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
                                source=f"best gemm record ({m}x{n}x{k} {dt}) {p.where}".strip())
     pub_eff: dict[str, Rate] = {}
     for r in pub:
-        if r.get("quantity") in ("matmul_tflops", "achievable_matmul_tflops"):
+        if r.get("quantity") in MATMUL_QUANTITIES:
             c = _cond(r.get("condition", ""))
             dt = c.get("dtype", "bf16")
             if dt not in peak:
@@ -540,9 +601,16 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
                                           "data/calibration/published.csv)")
     for dt, rate in pub_eff.items():
         eff.setdefault(dt, rate)
-    if use_published and "bf16" not in eff and nid in PUBLISHED_MATMUL_TFLOPS and "bf16" in peak:
-        v, src = PUBLISHED_MATMUL_TFLOPS[nid]
-        eff["bf16"] = Rate(value=v * 1e12 / peak["bf16"], kind="published", source=src, rel_sigma=0.05)
+    sib = _same_die_node(node, catalog) if use_published else None
+    if use_published and "bf16" not in eff and "bf16" in peak:
+        for n in (node, sib):  # the node's own table figure, else its same-die sibling's at the same fraction
+            if n is not None and n.id in PUBLISHED_MATMUL_TFLOPS and "bf16" in n.peaks:
+                v, src = PUBLISHED_MATMUL_TFLOPS[n.id]
+                if n is sib:
+                    src += f" [measured on {sib.id}; same die, catalog die.same_as]"
+                eff["bf16"] = Rate(value=v * 1e12 / n.peaks["bf16"].dense_flops_per_s, kind="published", source=src,
+                                   rel_sigma=0.05)
+                break
     for dt in PREDICT_PRECISIONS:  # bf16 first: the others may derive from its fraction
         if dt in peak and dt not in eff:
             if dt in FROM_BF16_CEILING and "bf16" in eff:
@@ -646,9 +714,11 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         attn, attn_s_half = attn_curves.pop(default_kernel)
         attn = replace(attn, source=f"{attn.source}; the fastest published kernel for {nid}, where FlashAttention-2 "
                                     f"is not the architecture's own (FA2_NATIVE_NODES)")
-    if attn is None and use_published and nid in ATTN_EFF:
-        v, src = ATTN_EFF[nid]
-        attn = Rate(value=v, kind="published", source=src, rel_sigma=0.15)
+    table_id = nid if nid in ATTN_EFF else (sib.id if sib is not None and sib.id in ATTN_EFF else None)
+    if attn is None and use_published and table_id is not None:
+        v, src = ATTN_EFF[table_id]
+        attn = Rate(value=v, kind="published", rel_sigma=0.15,
+                    source=src + ("" if table_id == nid else f" [measured on {table_id}; same die, catalog die.same_as]"))
     if attn is None:
         attn = Rate(value=ATTN_EFF_DEFAULT if kind != "cpu" else 0.3, kind="datasheet", rel_sigma=0.3,
                     source="no attention measurement: fraction of peak assumed (module ATTN_EFF_DEFAULT)")
@@ -730,7 +800,7 @@ def _fit_attention(pub: list[dict[str, str]], peak: Mapping[str, float], kernel:
         if c.get("pass", "fwd_bwd") != "fwd_bwd" or c.get("head_dim", "128") not in ("128",):
             continue
         dt = c.get("dtype", "bf16")
-        pk = peak.get(dt) or peak.get("bf16") or peak.get("fp16")
+        pk = _attention_peak(peak, dt)
         if not pk or "seq_len" not in c:
             continue
         causal = c.get("causal", "true").lower() == "true"
