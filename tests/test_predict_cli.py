@@ -65,6 +65,12 @@ def test_batch_keeps_row_order_and_count(cli, tmp_path):
      "--tp-comm-overlap: unknown value 'yes'; valid choices: false, true"),
     (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--activation-checkpointing", "x"),
      "--activation-checkpointing: unknown value 'x'"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--pp", "1", "--interleave", "2"),
+     "--interleave: 2 needs a pipeline (pp > 1), got pp 1"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--pp", "4", "--interleave", "3"),
+     "--interleave: 3 must divide the layers per pipeline stage (8: 32 layers over pp 4)"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--interleave", "0"),
+     "--interleave: expected a positive integer, got '0'"),
 ])
 def test_bad_options_exit_2_one_line(cli, args, needle):
     proc = cli("predict", *args, "--json")
@@ -157,3 +163,23 @@ def test_the_table_prints_each_predictions_notes_once(cli, tmp_path):
     assert "note (row 2): memory: on tpu-v6e the memory model said" in out
     assert "note (every row): layout chosen by the search" in out
     assert "note (row 1): memory: on tpu-v6e" not in out
+
+
+def test_interleave_option_and_column_reach_the_layout(cli, tmp_path):
+    """--interleave (and its CSV column) fixes the virtual pipeline chunks the search prices;
+    the stated value is kept (MLPerf 405B configs run 8, which the search's 1/2/4 never tries) and changes the
+    bubble; absent, the search picks."""
+    base = ("predict", "--hardware", "h100-sxm", "--accelerators", "64", "--model", "llama3-70b", "--global-batch",
+            "64", "--micro-batch", "1", "--precision", "bf16", "--sharding", "zero1", "--tp", "8", "--pp", "4",
+            "--activation-checkpointing", "full", "--json")
+    one = json.loads(cli(*base).stdout)
+    five = json.loads(cli(*base, "--interleave", "5").stdout)
+    assert one["layout"]["interleave"] in (1, 2, 4) and five["layout"]["interleave"] == 5
+    assert five["breakdown_s"]["bubble"] < one["breakdown_s"]["bubble"]  # (pp - 1) / v of a stage
+    p = tmp_path / "s.csv"
+    p.write_text("hardware,accelerators,model,global_batch,tp,pp,interleave\n"
+                 "h100-sxm,64,llama3-70b,64,8,4,5\nh100-sxm,64,llama3-70b,64,8,4,\n")
+    proc = cli("predict", "--batch", str(p), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    assert rows[0]["layout"]["interleave"] == 5 and rows[1]["layout"]["interleave"] in (1, 2, 4)

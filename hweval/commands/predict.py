@@ -5,7 +5,7 @@ point the report and ``hweval cost`` call). Interface (issue 11, part 2)::
 
     hweval predict --hardware ID --accelerators N --model SPEC [--seq-len T] [--micro-batch M]
         [--global-batch B] [--precision bf16|fp8|fp16|fp32]
-        [--sharding none|ddp|zero1|shard_grad_op|full_shard] [--tp N] [--pp N] [--layout auto]
+        [--sharding none|ddp|zero1|shard_grad_op|full_shard] [--tp N] [--pp N] [--interleave V] [--layout auto]
         [--activation-checkpointing none|selective|full] [--tokens N] [--pricing MODE] [--json]
     hweval predict --batch SCENARIOS.csv [--json]
 
@@ -39,10 +39,12 @@ MODES = ("on_demand", "reserved", "reserved_3y", "spot", "on_prem")
 BOOLS = ("true", "false")
 #: the issue's interface, then two optional columns added with context parallelism: ``cp`` (context-parallel
 #: degree: each sequence split over cp ranks; searched when absent) and ``tp_comm_overlap`` (TP collectives
-#: pipelined with the GEMMs, as Transformer Engine userbuffers / async TP do; default false)
+#: pipelined with the GEMMs, as Transformer Engine userbuffers / async TP do; default false), and later
+#: ``interleave`` (virtual pipeline chunks per rank, Megatron's interleaved 1F1B; searched among 1, 2, 4 when absent)
 COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "global_batch", "precision", "sharding",
-           "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing", "cp", "tp_comm_overlap")
-INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp", "cp")
+           "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing", "cp", "tp_comm_overlap",
+           "interleave")
+INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp", "cp", "interleave")
 CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpointing": RECOMPUTE,
            "layout": LAYOUTS, "pricing": MODES, "tp_comm_overlap": BOOLS}
 #: column -> its type (hwcore.params): positive integers, a positive finite token count, choices
@@ -100,6 +102,13 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
     if out["accelerators"] % (tp * pp * cp):
         col = "cp" if out["cp"] else ("tp" if out["tp"] else "pp")
         raise err(col, f"tp x pp x cp ({tp} x {pp} x {cp}) must divide accelerators ({out['accelerators']})")
+    if out["interleave"] and out["interleave"] > 1:
+        if out["pp"] == 1:
+            raise err("interleave", f"{out['interleave']} needs a pipeline (pp > 1), got pp 1")
+        if out["pp"] and -(-out["spec"].n_layers // out["pp"]) % out["interleave"]:
+            stage = -(-out["spec"].n_layers // out["pp"])
+            raise err("interleave", f"{out['interleave']} must divide the layers per pipeline stage ({stage}: "
+                                    f"{out['spec'].n_layers} layers over pp {out['pp']})")
     if out["cp"] and out["spec"].seq_len % out["cp"]:
         raise err("cp", f"cp {out['cp']} must divide the sequence length ({out['spec'].seq_len})")
     out["tp_comm_overlap"] = out["tp_comm_overlap"] == "true"
@@ -152,7 +161,8 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
                           precision=sc["precision"] or "bf16", sharding=sc["sharding"], tp=sc["tp"], pp=sc["pp"],
                           activation_checkpointing=sc["activation_checkpointing"],
                           layout=sc["layout"] or "auto", tokens=sc["tokens"], pricing=sc["pricing"],
-                          calibration=cal, cp=sc["cp"], tp_comm_overlap=sc["tp_comm_overlap"])
+                          calibration=cal, cp=sc["cp"], tp_comm_overlap=sc["tp_comm_overlap"],
+                          interleave=sc["interleave"])
     except ModelInputError as exc:
         raise InputError(f"{where}{exc}") from None
     if not isinstance(res, SearchResult):
@@ -267,6 +277,8 @@ def note_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--sharding", help="none | ddp | zero1 | shard_grad_op | full_shard.")
 @click.option("--tp", help="Tensor-parallel degree.")
 @click.option("--pp", help="Pipeline-parallel degree.")
+@click.option("--interleave", help="Virtual pipeline chunks per rank (interleaved 1F1B; needs pp > 1; searched "
+                                   "among 1, 2, 4 when absent).")
 @click.option("--cp", help="Context-parallel degree (each sequence split over cp ranks; searched when absent).")
 @click.option("--tp-comm-overlap", help="true | false (default): TP collectives pipelined with the GEMMs.")
 @click.option("--layout", help="auto (default: search what is not given) | fixed.")

@@ -244,7 +244,7 @@ def memory_safe_capacity(capacity_bytes: float, memory_error_path: Path | None =
 def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq_len: int | None = None,
                 micro_batch: int | None = None, global_batch: int | None = None, precision: str = "bf16",
                 sharding: str | None = None, tp: int | None = None, pp: int | None = None,
-                interleave: int = 1, activation_checkpointing: str | None = None, layout: str | None = None,
+                interleave: int | None = None, activation_checkpointing: str | None = None, layout: str | None = None,
                 tokens: float | None = None, pricing: str | None = None, points: Iterable[KernelPoint] = (),
                 calibration: Calibration | None = None, eta: float | None = None,
                 error_path: Path | None = None, catalog: Any = None, cp: int | None = None,
@@ -253,7 +253,8 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
     ``layout != "auto"``; else the layout search. ``hardware`` is a catalog id or a ``NodeType``.
 
     ``cp``: the context-parallel degree (searched when None); ``tp_comm_overlap``: TP collectives pipelined with
-    the GEMMs (``Layout.tp_comm_overlap``, off by default).
+    the GEMMs (``Layout.tp_comm_overlap``, off by default); ``interleave``: virtual pipeline chunks per rank
+    (searched when None; 1 for a fixed layout).
 
     Returns a :class:`Prediction` (fixed layout) or a :class:`SearchResult`.
     The cost uses ``node.price_per_hour(pricing) / accelerators_per_node`` per accelerator-hour; a committed
@@ -284,7 +285,7 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
         dp, rem = divmod(accelerators, tp * pp * c)
         if rem:
             raise ModelInputError(f"tp x pp x cp ({tp} x {pp} x {c}) must divide accelerators ({accelerators})")
-        lay = Layout(dp=dp, tp=tp, pp=pp, interleave=interleave, micro_batch=micro_batch, sharding=sharding,
+        lay = Layout(dp=dp, tp=tp, pp=pp, interleave=interleave or 1, micro_batch=micro_batch, sharding=sharding,
                      recompute=activation_checkpointing, sequence_parallel=tp > 1, precision=precision, cp=c,
                      tp_comm_overlap=tp_comm_overlap and tp > 1)
         return make_prediction(spec, cal, lay, hardware=node.id, accelerators=accelerators, global_batch=gb,
@@ -294,7 +295,7 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
                   precision=precision, tp=tp, pp=pp, sharding=sharding, micro_batch=micro_batch,
                   recompute=activation_checkpointing, tokens=tokens, usd_per_accelerator_hour=price,
                   pricing=pricing, eta=eta, error_path=error_path, min_billed_hours=billed, cp=cp,
-                  tp_comm_overlap=tp_comm_overlap)
+                  tp_comm_overlap=tp_comm_overlap, interleave=interleave)
 
 
 def search_all(spec: ModelSpec, catalog: Iterable[Any], *, accelerators: int, **kw: Any) -> dict[str, SearchResult]:
