@@ -667,12 +667,22 @@ PROSPECTIVE = {"a840a7a": (
                 "mlperf60-giga-mi355x-llama3-8b-g8-fp4",
                 "mlperf60-oracle-mi355x-llama3-8b-g8-fp4",
                 "mlperf60-mitac-mi355x-llama3-8b-g8-fp4",
-                "mlperf60-mitac-mi350x-llama3-8b-g8-fp4")}
+                "mlperf60-mitac-mi350x-llama3-8b-g8-fp4"),
+    # the thirteenth set (session 6): MLPerf v5.1 Llama 3.1 405B in NVFP4 on GB300 x 512 and GB200 x 512 / 2,560 /
+    # 5,120 (NVIDIA) and Lambda's Llama 3.1 8B FP8 on GB300 x 72, predicted at 996c64c (same-die calibration, the
+    # CLI's interleave column) from the configurations their READMEs name, before any result file was opened
+    "e8c226b": (
+                "mlperf51-nvidia-gb300-llama3-405b-g512-fp4",
+                "mlperf51-nvidia-gb200-llama3-405b-g512-fp4",
+                "mlperf51-nvidia-gb200-llama3-405b-g2560-fp4",
+                "mlperf51-nvidia-gb200-llama3-405b-g5120-fp4",
+                "mlperf51-lambda-gb300-llama3-8b-g72-cp2")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607")
+STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
+                               "e8c226b")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
