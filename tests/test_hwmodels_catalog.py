@@ -429,18 +429,13 @@ def test_same_die_is_a_sourced_catalog_reference(tmp_path):
                      "gb300-nvl72": "b300"}
     assert "GH100" in cat.get("h200-sxm").sources["die"]
     assert cat.get("h200-sxm").to_dict()["same_die_as"] == "h100-sxm" and cat.get("h100-sxm").same_die_as == ""
-    d = _raw("h200-sxm")
-    d["die"]["same_as"] = "h200-sxm"
-    with pytest.raises(ModelInputError, match=r"die\.same_as: names the node itself"):
-        parse_node(d, "h200-sxm.toml")
-    d = _raw("h200-sxm")
-    del d["die"]["source"]
-    with pytest.raises(ModelInputError, match=r"die\.source: missing"):
-        parse_node(d, "h200-sxm.toml")
-    d = _raw("h200-sxm")
-    d["die"]["colour"] = "green"
-    with pytest.raises(ModelInputError, match=r"die\.colour"):
-        parse_node(d, "h200-sxm.toml")
+    for mutate, match in ((lambda die: die.update(same_as="h200-sxm"), r"die\.same_as: names the node itself"),
+                          (lambda die: die.pop("source"), r"die\.source: missing"),
+                          (lambda die: die.update(colour="green"), r"die\.colour")):
+        d = _raw("h200-sxm")
+        mutate(d["die"])
+        with pytest.raises(ModelInputError, match=match):
+            parse_node(d, "h200-sxm.toml")
     # an unknown sibling: load_catalog refuses the directory, check_catalog reports one line for the file
     for f in CAT_DIR.glob("*.toml"):
         shutil.copy(f, tmp_path / f.name)
