@@ -1555,7 +1555,7 @@ def test_validation_scores_the_memory_safe_pick_against_the_published_runs(cat):
     assert r["safe_slower_median"] == pytest.approx(1 / ratio - 1)
 
 
-def test_same_die_nodes_share_kernel_figures_at_the_same_fraction_of_peak(cat):
+def test_same_die_nodes_share_kernel_figures_at_the_same_fraction_of_peak(cat, tmp_path):
     """A node with a [die] same_as sibling takes the sibling's published matmul (per dtype) and attention (per
     kernel) rows it has none of its own for, at the same fraction of datasheet peak; its own rows win; bandwidth
     is not carried; only the sibling's own rows carry (no chains); an unknown sibling names the field."""
@@ -1585,6 +1585,12 @@ def test_same_die_nodes_share_kernel_figures_at_the_same_fraction_of_peak(cat):
     assert "no attention measurement" in cx.attention_eff.source
     # without published data nothing is carried either
     assert "measured on" not in calibrate(cat.get("gb300-nvl72"), use_published=False).matmul_eff_max["bf16"].source
+    # without published.csv rows, the fallback tables carry the same way (H200: H100's table figures)
+    empty = tmp_path / "published.csv"
+    empty.write_text((REPO / "data" / "calibration" / "published.csv").read_text().splitlines()[0] + "\n")
+    bare = calibrate(cat.get("h200-sxm"), published_csv=empty)
+    assert "measured on h100-sxm" in bare.matmul_eff_max["bf16"].source
+    assert "measured on h100-sxm" in bare.attention_eff.source and bare.attention_eff.value == pytest.approx(0.34)
     y = replace(cat.get("b300"), id="b300-y", same_die_as="b400")
     with pytest.raises(ModelInputError, match=r"b300-y: die\.same_as: unknown node 'b400'; valid choices: .*b300"):
         calibrate(y, catalog=cat.with_node(y))
