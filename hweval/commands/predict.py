@@ -105,8 +105,8 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
     if out["interleave"] and out["interleave"] > 1:
         if out["pp"] == 1:
             raise err("interleave", f"{out['interleave']} needs a pipeline (pp > 1), got pp 1")
-        if out["pp"] and -(-out["spec"].n_layers // out["pp"]) % out["interleave"]:
-            stage = -(-out["spec"].n_layers // out["pp"])
+        stage = -(-out["spec"].n_layers // out["pp"]) if out["pp"] else None  # layers per pipeline stage
+        if stage and stage % out["interleave"]:
             raise err("interleave", f"{out['interleave']} must divide the layers per pipeline stage ({stage}: "
                                     f"{out['spec'].n_layers} layers over pp {out['pp']})")
     if out["cp"] and out["spec"].seq_len % out["cp"]:

@@ -508,11 +508,10 @@ def _same_die_node(node: Any, catalog: Any = None) -> Any:
     return catalog.get(sib_id)
 
 
-def _same_die_rows(node: Any, own: list[dict[str, str]], path: Path | None,
-                   catalog: Any = None) -> list[dict[str, str]]:
-    """The published kernel rows of ``node``'s same-die sibling (catalog ``[die] same_as``) for the matmul dtypes
-    and attention kernels ``own`` has no row for, each rescaled to ``node``'s datasheet peak (module docstring)."""
-    sib = _same_die_node(node, catalog)
+def _same_die_rows(node: Any, sib: Any, own: list[dict[str, str]], path: Path | None) -> list[dict[str, str]]:
+    """The published kernel rows of ``node``'s same-die sibling ``sib`` (:func:`_same_die_node`) for the matmul
+    dtypes and attention kernels ``own`` has no row for, each rescaled to ``node``'s datasheet peak (module
+    docstring)."""
     if sib is None:
         return []
     sib_id = sib.id
@@ -566,8 +565,9 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
     peak = {d: p.dense_flops_per_s for d, p in node.peaks.items()}
     pts = list(points)
     pub = _published_rows(nid, published_csv) if use_published else []
+    sib = _same_die_node(node, catalog) if use_published else None
     if use_published:
-        pub = pub + _same_die_rows(node, pub, published_csv, catalog)
+        pub = pub + _same_die_rows(node, sib, pub, published_csv)
 
     # matmul efficiency per dtype
     eff: dict[str, Rate] = {}
@@ -601,7 +601,6 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
                                           "data/calibration/published.csv)")
     for dt, rate in pub_eff.items():
         eff.setdefault(dt, rate)
-    sib = _same_die_node(node, catalog) if use_published else None
     if use_published and "bf16" not in eff and "bf16" in peak:
         for n in (node, sib):  # the node's own table figure, else its same-die sibling's at the same fraction
             if n is not None and n.id in PUBLISHED_MATMUL_TFLOPS and "bf16" in n.peaks:
