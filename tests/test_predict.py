@@ -784,17 +784,25 @@ def test_validation_scores_memory_on_the_least_memory_layout_when_nothing_fits(c
 
 # ------------------------------------------------------------------------------- fp8
 def test_fp8_cast_bytes_are_hand_counted():
-    """Delayed scaling (TE): 4 B per element of X and W in the forward, of G in the backward; dynamic (torchao): 6."""
+    """Delayed scaling (TE): 4 B per element of X in every forward and of G in every backward, of W once per step
+    (TE's weight workspace); dynamic (torchao): 6 B, W in every forward."""
     s = parse_spec("d_model=1024,n_layers=1,n_heads=8,ffn_dim=4096,glu=false,vocab=1000")
     t, d, f = 2 * 512, 1024, 4096
-    x_w = (t * d + d * 3 * d) + (t * d + d * d) + (t * d + d * f) + (t * f + f * d)  # qkv, attn_out, up, down
+    x = t * d + t * d + t * d + t * f  # inputs of qkv, attn_out, up, down
+    w = d * 3 * d + d * d + d * f + f * d
     g = t * 3 * d + t * d + t * f + t * d
-    for recipe, per_el, launches in (("delayed", 4.0, 1), ("dynamic", 6.0, 2)):
+    for recipe, per_el, launches, per_mb in (("delayed", 4.0, 1, x), ("dynamic", 6.0, 2, x + w)):
         ops = O.layer_ops(s, micro_batch=2, seq_len=512, precision="fp8", fp8_recipe=recipe, recompute="full")
         casts = {o.phase: o for o in ops if o.name.startswith("fp8_cast")}
-        assert casts["fwd"].nbytes == per_el * x_w and casts["recompute"].nbytes == per_el * x_w
+        assert casts["fwd"].nbytes == per_el * per_mb and casts["recompute"].nbytes == per_el * per_mb
         assert casts["bwd"].nbytes == per_el * g
-        assert casts["fwd"].launches == 8 * launches and casts["bwd"].launches == 4 * launches
+        fwd_launches = (4 if recipe == "delayed" else 8) * launches
+        assert casts["fwd"].launches == fwd_launches and casts["bwd"].launches == 4 * launches
+        wc = O.weight_cast_op(s, precision="fp8", recipe=recipe)
+        assert (wc is None) if recipe == "dynamic" else (wc.phase == "step" and wc.nbytes == per_el * w
+                                                         and wc.launches == 4 * launches)
+    assert O.weight_cast_op(s, tp=2, precision="fp8").nbytes == 4.0 * w / 2
+    assert O.weight_cast_op(s, precision="bf16") is None
     assert not [o for o in O.layer_ops(s, micro_batch=2, seq_len=512, precision="bf16") if "fp8" in o.name]
     # the LM head and the attention core are not cast (they stay in 16 bits)
     assert not [o for o in O.head_ops(s, micro_batch=2, seq_len=512, precision="fp8") if "fp8" in o.name]
@@ -811,12 +819,14 @@ def test_fp4_runs_the_fp8_linears_narrower_with_nvfp4_casts(cat):
 
     s = parse_spec("d_model=1024,n_layers=1,n_heads=8,ffn_dim=4096,glu=false,vocab=1000")
     t, d, f = 2 * 512, 1024, 4096
-    x_w = (t * d + d * 3 * d) + (t * d + d * d) + (t * d + d * f) + (t * f + f * d)
+    x = t * d + t * d + t * d + t * f
+    w = d * 3 * d + d * d + d * f + f * d
     g = t * 3 * d + t * d + t * f + t * d
     casts = {o.phase: o for o in O.layer_ops(s, micro_batch=2, seq_len=512, precision="fp4") if "cast" in o.name}
     assert set(casts) == {"fwd", "bwd"} and all(o.name.startswith("fp4_cast") for o in casts.values())
-    assert casts["fwd"].nbytes == 7.125 * x_w and casts["bwd"].nbytes == 7.125 * g
-    assert casts["fwd"].launches == 8 * 3 and casts["bwd"].launches == 4 * 3
+    assert casts["fwd"].nbytes == 7.125 * x and casts["bwd"].nbytes == 7.125 * g
+    assert casts["fwd"].launches == 4 * 3 and casts["bwd"].launches == 4 * 3
+    assert O.weight_cast_op(s, precision="fp4").nbytes == 7.125 * w  # once per step (TE's weight workspace)
     assert O.NARROW_GEMM_BYTES["fp4"] == 0.5625
     b200 = calibrate(cat.get("b200"))
     assert k_half(b200.peak, "fp4") == pytest.approx(K_HALF * b200.peak["fp4"] / b200.peak["bf16"])
@@ -830,6 +840,45 @@ def test_fp4_runs_the_fp8_linears_narrower_with_nvfp4_casts(cat):
     assert st["fp8"].total / 2 < st["fp4"].total < st["fp8"].total
     with pytest.raises(ModelInputError, match="h100-sxm has no fp4 rate"):
         predict_job(hardware=cat.get("h100-sxm"), accelerators=8, model="llama3-8b", precision="fp4")
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8", "fp4"])
+def test_sequence_parallel_gathers_travel_in_the_gemm_input_type(precision):
+    """With SP, each layer's all-gathers (the norm output forward, the output gradient backward, again in a full
+    recompute) carry the GEMM input type (TE's quantized gather_along_first_dim; 16-bit in bf16); the
+    reduce-scatters of the 16-bit GEMM outputs stay 2 B per element."""
+    s = parse_spec("d_model=1024,n_layers=1,n_heads=8,ffn_dim=4096,glu=false,vocab=1000")
+    t, d = 2 * 512, 1024
+    ops = O.layer_ops(s, micro_batch=2, seq_len=512, tp=4, sp=True, precision=precision, recompute="full")
+    ag = [o for o in ops if o.collective == "all_gather"]
+    rs = [o for o in ops if o.collective == "reduce_scatter"]
+    assert len(ag) == len(rs) == 6
+    assert {o.nbytes for o in ag} == {t * d * {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}[precision]}
+    assert {o.nbytes for o in rs} == {t * d * 2.0}
+    no_sp = [o for o in O.layer_ops(s, micro_batch=2, seq_len=512, tp=4, precision=precision) if o.group == "tp"]
+    assert {o.collective for o in no_sp} == {"all_reduce"} and {o.nbytes for o in no_sp} == {t * d * 2.0}
+
+
+def test_weight_casts_are_paid_once_per_step(cat, monkeypatch):
+    """Under TE's fp8 recipe a step's memory-bound time carries each local layer's weight casts once, not per
+    micro-batch: a second micro-batch adds the same time with or without them, and the step's fixed part (2 x one
+    micro-batch - two) grows by the stage's layers x the weight-cast time."""
+    h100 = calibrate(cat.get("h100-sxm"))
+    spec = preset("llama3-8b")
+    lay = Layout(dp=2, tp=4, micro_batch=1, sharding="zero1", recompute="none", precision="fp8",
+                 sequence_parallel=True)
+
+    def mem(n):
+        return step_times(spec, h100, lay, global_batch=n).memory_bound
+
+    with_w = (mem(2), mem(4))
+    wc = O.weight_cast_op(spec, tp=4, precision="fp8")
+    monkeypatch.setattr(O, "weight_cast_op", lambda *a, **k: None)
+    without = (mem(2), mem(4))
+    assert with_w[1] - with_w[0] == pytest.approx(without[1] - without[0])  # per micro-batch: no weight cast
+    fixed = [2 * a - b for a, b in (with_w, without)]
+    assert fixed[0] - fixed[1] == pytest.approx(spec.n_layers * h100.memory_time(wc.nbytes, wc.launches))
+    assert fixed[0] - fixed[1] > 0.01 * with_w[0]
 
 
 def test_fp8_gemm_small_k_falloff_scales_with_kernel_time(cat):

@@ -42,7 +42,15 @@ write master, m, v, bf16 copy = 30 bytes per local parameter; 28 in fp32).
 Collectives (each with the link level it crosses; see :mod:`.layout`): TP
 all-reduce of ``t d e`` bytes, 2 forward + 2 backward per layer (+2 in full
 recompute) (Shoeybi 2019, Fig. 4); with SP each becomes an all-gather and a
-reduce-scatter of the same buffer (Korthikanti 2022, section 4.2.2). Data
+reduce-scatter of the same buffer (Korthikanti 2022, section 4.2.2). Under
+fp8/fp4 the all-gathers carry the quantized GEMM input (``NARROW_GEMM_BYTES``
+per element: TransformerEngine quantizes the norm output before the forward
+gather and the output gradient before the backward one,
+``gather_along_first_dim(..., quantizer=...)`` in ``module/layernorm_linear.py``
+and ``module/base.py``; torchao's float8 TP does the same); the reduce-scatters
+of the 16-bit GEMM outputs stay 16-bit. Not modelled: the backward re-gather of
+the saved norm output for the weight gradient, which TE issues asynchronously
+under the data-gradient GEMM. Data
 parallel: DDP all-reduces fp32 gradients once per step (overlapped with the
 last backward); ZeRO-1 reduce-scatters them and all-gathers the bf16
 parameters after the step; SHARD_GRAD_OP all-gathers bf16 parameters in each
@@ -128,7 +136,11 @@ class TorchOptimizer:
 #: * ``dynamic`` (torchao tensorwise dynamic scaling, torchtitan): the scale must be known before the cast, so an
 #:   amax reduction reads the tensor first (2 B), then the cast writes both layouts (2 + 1 + 1 B): 6 B, 2 launches.
 #:
-#: X and W are cast in the forward (and again in a recomputed forward), G in the backward.
+#: X is cast in every forward (and again in a recomputed forward), G in every backward. W is cast once per
+#: optimizer step under the TE recipes: Megatron-Core hands TE ``is_first_microbatch`` and TE keeps the quantized
+#: weight in a workspace for the step's later micro-batches (``update_workspace`` in TE's ``module/linear.py`` and
+#: ``module/layernorm_linear.py``), recomputed forwards included; torchao's ``dynamic`` scaling casts it in every
+#: forward (``WEIGHT_CACHED_RECIPES``, :func:`weight_cast_op`).
 FP8_CAST = {"delayed": (4.0, 1), "dynamic": (6.0, 2)}  # recipe -> (bytes per element, launches per tensor)
 FP8_RECIPE = "delayed"  # the op model's default: the recipe of TE-based stacks (most fp8 rows, and NVIDIA's)
 #: fp4 training (``precision="fp4"``): NVFP4 block scaling (Transformer Engine ``NVFP4BlockScaling``, E2M1 values,
@@ -143,6 +155,8 @@ FP4_CAST = {"nvfp4": (7.125, 3)}
 FP4_RECIPE = "nvfp4"
 #: each narrow precision's cast recipes (``narrow_cast_ops``): precision -> recipe -> (bytes per element, launches)
 CASTS = {"fp8": FP8_CAST, "fp4": FP4_CAST}
+#: the recipes whose quantized weights are kept for the step's later micro-batches (TransformerEngine's)
+WEIGHT_CACHED_RECIPES = frozenset({"delayed", "nvfp4"})
 #: GEMM input bytes per element when the layer's linears run in a narrow type (values + block scales)
 NARROW_GEMM_BYTES = {"fp8": 1.0, "fp4": 0.5 + 1.0 / 16.0}
 LINEARS = ("qkv", "attn_out", "mlp_up", "mlp_down")
@@ -262,11 +276,14 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
     # TP collectives
     if tp > 1:
         size = t * d * e
+        # under fp8/fp4 with SP the gathered tensors (the norm output forward, the output gradient backward) travel
+        # quantized: TE's gather_along_first_dim(..., quantizer=...), torchao's float8 TP; reduce-scatters stay 16-bit
+        ag_size = t * d * NARROW_GEMM_BYTES.get(precision, e)
         phases = ["fwd", "fwd", "bwd", "bwd"] + (["recompute", "recompute"] if full else [])
         for ph in phases:
             if sp:
-                ops.append(Op(name="tp.all_gather", kind="collective", phase=ph, nbytes=size, collective="all_gather",
-                              group="tp"))
+                ops.append(Op(name="tp.all_gather", kind="collective", phase=ph, nbytes=ag_size,
+                              collective="all_gather", group="tp"))
                 ops.append(Op(name="tp.reduce_scatter", kind="collective", phase=ph, nbytes=size,
                               collective="reduce_scatter", group="tp"))
             else:
@@ -276,23 +293,44 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
 
 
 def narrow_cast_ops(ops: list[Op], precision: str, *, full: bool = False, recipe: str = FP8_RECIPE) -> list[Op]:
-    """The casts of the ``precision`` (fp8, fp4) linears among ``ops`` (their forward GEMMs ``(t, n, k)``): forward
-    X (t k) and W (k n), backward G (t n), again forward in a full recompute; bytes and launches per element of
-    ``CASTS[precision][recipe]``, the ops named ``<precision>_cast``."""
+    """The per-micro-batch casts of the ``precision`` (fp8, fp4) linears among ``ops`` (their forward GEMMs
+    ``(t, n, k)``): forward X (t k), and W (k n) unless the recipe caches it (``WEIGHT_CACHED_RECIPES``: then it is
+    :func:`weight_cast_op`, once per step), backward G (t n), again forward in a full recompute; bytes and launches
+    per element of ``CASTS[precision][recipe]``, the ops named ``<precision>_cast``."""
     recipes = CASTS[precision]
     if recipe not in recipes:
         raise choices_error(f"{precision}_recipe", recipe, recipes)
     per_el, launches = recipes[recipe]
     fwd = [o for o in ops if o.kind == "gemm" and o.phase == "fwd" and o.name in LINEARS]
-    x_w = sum(o.m * o.k + o.k * o.n for o in fwd)
+    cached = recipe in WEIGHT_CACHED_RECIPES
+    x_w = sum(o.m * o.k + (0 if cached else o.k * o.n) for o in fwd)
+    fwd_launches = (1 if cached else 2) * launches * len(fwd)
     g = sum(o.m * o.n for o in fwd)
     name = f"{precision}_cast"
-    out = [Op(name=name, kind="memory", phase="fwd", nbytes=per_el * x_w, launches=2 * launches * len(fwd)),
+    out = [Op(name=name, kind="memory", phase="fwd", nbytes=per_el * x_w, launches=fwd_launches),
            Op(name=name + ".bwd", kind="memory", phase="bwd", nbytes=per_el * g, launches=launches * len(fwd))]
     if full:
-        out.append(Op(name=name, kind="memory", phase="recompute", nbytes=per_el * x_w,
-                      launches=2 * launches * len(fwd)))
+        out.append(Op(name=name, kind="memory", phase="recompute", nbytes=per_el * x_w, launches=fwd_launches))
     return out
+
+
+def weight_cast_op(spec: ModelSpec, *, tp: int = 1, precision: str = "bf16",
+                   recipe: str | None = None) -> Op | None:
+    """One layer's weight casts on one TP rank, once per optimizer step (phase ``step``), for a ``precision``
+    (fp8, fp4) recipe that caches its quantized weights (``WEIGHT_CACHED_RECIPES``); None otherwise (16-bit
+    precisions; ``dynamic`` scaling, whose per-forward weight casts are in :func:`narrow_cast_ops`)."""
+    if precision not in CASTS:
+        return None
+    recipe = recipe or (FP8_RECIPE if precision == "fp8" else FP4_RECIPE)
+    if recipe not in CASTS[precision]:
+        raise choices_error(f"{precision}_recipe", recipe, CASTS[precision])
+    if recipe not in WEIGHT_CACHED_RECIPES:
+        return None
+    per_el, launches = CASTS[precision][recipe]
+    fwd = [o for o in layer_ops(spec, micro_batch=1, seq_len=1, tp=tp, precision="bf16") if o.kind == "gemm"
+           and o.phase == "fwd" and o.name in LINEARS]
+    return Op(name=f"{precision}_cast.weight", kind="memory", phase="step",
+              nbytes=per_el * sum(o.k * o.n for o in fwd), launches=launches * len(fwd))
 
 
 def head_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, precision: str = "bf16") -> list[Op]:
@@ -386,5 +424,5 @@ def step_flops(spec: ModelSpec, *, seq_len: int, sequences: int, recompute: str,
     return model, hw
 
 
-__all__ = ["Op", "layer_ops", "local_seq", "narrow_cast_ops", "CASTS", "FP8_CAST", "FP8_RECIPE", "FP4_CAST", "FP4_RECIPE",
-           "NARROW_GEMM_BYTES", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]
+__all__ = ["Op", "layer_ops", "local_seq", "narrow_cast_ops", "weight_cast_op", "WEIGHT_CACHED_RECIPES", "CASTS",
+           "FP8_CAST", "FP8_RECIPE", "FP4_CAST", "FP4_RECIPE", "NARROW_GEMM_BYTES", "head_ops", "optimizer_op", "dp_collectives", "step_flops", "dtype_bytes", "ATTENTION"]

@@ -290,6 +290,10 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     opt = O.optimizer_op(opt_params, layout.precision, torch_optimizer)
     opt_s = cal.memory_time(opt.nbytes, opt.launches) / eta
     memory += opt_s
+    # fp8/fp4 weights quantized once per step, in each layer's first micro-batch (TE's weight workspace)
+    wcast = O.weight_cast_op(spec, tp=tp, precision=layout.precision)
+    if wcast is not None:
+        memory += stage_layers * cal.memory_time(wcast.nbytes, wcast.launches) / eta
     # data-parallel collectives
     lvl, rpn = place["dp"]
     dpc = dp * cp  # the gradient group: DP x CP
