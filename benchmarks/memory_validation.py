@@ -53,7 +53,7 @@ from hwmodels.predict.layout import Layout  # noqa: E402
 from hwmodels.predict.memory import FIXED_BUFFER_BYTES, GiB, MemoryEstimate, RECOMPUTE, SHARDINGS  # noqa: E402
 from hwmodels.predict.predictor import step_times  # noqa: E402
 from hwmodels.predict.spec import parse_spec  # noqa: E402
-from predictor_validation import (DOTS_SELECTIVE, KORTHIKANTI_SELECTIVE, attention_core, family,  # noqa: E402
+from predictor_validation import (DOTS_SELECTIVE, HP_SAVES, KORTHIKANTI_SELECTIVE, attention_core, family,  # noqa: E402
                                   torchtitan_op_sac_share)
 
 RUNS = ROOT / "data" / "reference" / "memory_runs.csv"
@@ -116,7 +116,7 @@ def layout_of(row: dict, spec) -> tuple[Layout, str]:
         how = "selective (dots saved)"
     lay = Layout(dp=dp, tp=tp, pp=pp, cp=cp, interleave=v if pp > 1 else 1, micro_batch=mb, sharding=sh,
                  sequence_parallel=(row.get("sequence_parallel") or "").strip() == "true", precision=prec,
-                 **{"recompute": rc, **extra})
+                 quantized_saves=fam not in HP_SAVES, **{"recompute": rc, **extra})
     return lay, how
 
 

@@ -122,6 +122,10 @@ KORTHIKANTI_SELECTIVE = ("megatron", "maxtext")
 #: ``selective_saves="dots"``, ``hwmodels.predict.memory``): MaxText's ``minimal`` policy saves the projections'
 #: outputs and recomputes norms, activations and the attention core, about half of Korthikanti et al.'s tensors.
 DOTS_SELECTIVE = ("maxtext",)
+#: Families whose fp8 linears keep 16-bit inputs for the backward (Layout ``quantized_saves=False``): torchtitan's
+#: torchao float8 (``matmul_with_hp_or_float8_args`` saves ``input_hp``); the others run Transformer Engine or a port
+#: of it, which saves the quantized copy.
+HP_SAVES = ("torchtitan",)
 RECOMPUTE_SHARES = (0.25, 0.5, 0.75, 1.0)
 
 
@@ -302,7 +306,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                          precision=prec, hybrid_shard=hybrid, tp_comm_overlap=tp_overlap and tp > 1,
                          dp_comm_overlap=dp_overlap,
                          selective_saves="dots" if rc == "selective" and family(r["framework"]) in DOTS_SELECTIVE
-                         else "korthikanti")
+                         else "korthikanti", quantized_saves=family(r["framework"]) not in HP_SAVES)
             if rc == "selective" and family(r["framework"]) not in KORTHIKANTI_SELECTIVE:
                 lay, how = framework_selective(spec, cal, lay, r, gb, core)
                 notes.append(f"{rid}: {r['framework'].split(' (')[0]} 'selective' -> {how}")

@@ -146,6 +146,34 @@ def test_korthikanti_closed_forms():
                                                                            recompute="selective")
 
 
+@pytest.mark.parametrize("precision,q", [("fp8", 1.0), ("fp4", 0.5625)])
+@pytest.mark.parametrize("glu", [False, True])
+def test_fp8_fp4_linears_save_their_inputs_quantized(precision, q, glu):
+    """Under TE the QKV and MLP-up inputs (s b h each) and the MLP-down input (s b f) are kept at the GEMM input
+    type instead of 2 B; everything else, and full recompute's layer input, unchanged; quantized_saves=False (torchao
+    float8) keeps the 16-bit figure."""
+    spec = parse_spec(f"d_model=1024,n_layers=4,n_heads=8,ffn_dim=2816,glu={str(glu).lower()},vocab=1000")
+    s, b, h, f = 2048, 2, 1024, 2816
+    for tp, sp in ((1, False), (4, False), (4, True)):
+        kw = dict(micro_batch=b, seq_len=s, tp=tp, sp=sp)
+        wide = activation_bytes_per_layer(spec, **kw)
+        narrow = activation_bytes_per_layer(spec, precision=precision, **kw)
+        replicated_saved = (2.0 - q) * 2 * s * b * h  # QKV and MLP-up inputs: TP-replicated unless SP splits them
+        down_saved = (2.0 - q) * s * b * f / tp  # MLP-down input: split over TP ranks
+        want = wide - (replicated_saved / (tp if sp else 1) + down_saved)
+        assert narrow == pytest.approx(want, rel=1e-12)
+        assert activation_bytes_per_layer(spec, recompute="full", precision=precision, **kw) == \
+            activation_bytes_per_layer(spec, recompute="full", **kw)
+    common = dict(capacity_bytes=1e12, sharding="zero1", dp=8, tp=1, pp=1, micro_batch=1, seq_len=s,
+                  recompute="none", sp=False)
+    te = estimate(spec, precision=precision, **common)
+    hp = estimate(spec, precision=precision, quantized_saves=False, **common)
+    assert hp.activations == pytest.approx(estimate(spec, precision="bf16", **common).activations)
+    assert te.activations < hp.activations
+    with pytest.raises(ModelInputError, match="layout.quantized_saves"):
+        Layout(dp=1, quantized_saves="yes")
+
+
 def test_zero_state_bytes_and_fit_boundary():
     s = preset("llama2-7b")
     kw = dict(precision="bf16", tp=1, pp=1, micro_batch=1, seq_len=4096, recompute="full", sp=False)

@@ -55,6 +55,10 @@ class Layout:
     #: context parallel: each sequence split over ``cp`` ranks (Megatron-Core ``--context-parallel-size``, Transformer
     #: Engine ring attention with load-balanced causal chunks); every rank runs s/cp tokens of each micro-batch
     cp: int = 1
+    #: under fp8/fp4, the linears keep their inputs for the weight gradient quantized (Transformer Engine saves the
+    #: quantized copy; memory.activation_bytes_per_layer); False: in 16 bits (torchao's float8 linear saves the
+    #: high-precision input and casts again in the backward)
+    quantized_saves: bool = True
 
     def __post_init__(self) -> None:
         for f in ("dp", "tp", "pp", "cp", "interleave", "micro_batch"):
@@ -70,7 +74,7 @@ class Layout:
             raise ModelInputError(f"layout.recompute_layers: must be a number in (0, 1], got {r!r}")
         if self.precision not in PRECISIONS:
             raise choices_error("layout.precision", self.precision, PRECISIONS)
-        for f in ("sequence_parallel", "hybrid_shard", "tp_comm_overlap", "dp_comm_overlap"):
+        for f in ("sequence_parallel", "hybrid_shard", "tp_comm_overlap", "dp_comm_overlap", "quantized_saves"):
             if not isinstance(getattr(self, f), bool):
                 raise ModelInputError(f"layout.{f}: must be true or false, got {getattr(self, f)!r}")
         if self.selective_saves not in SELECTIVE_SAVES:

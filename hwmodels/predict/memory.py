@@ -39,6 +39,14 @@ attention 7 sbh + 4 sb d_kv (+ 5 a s^2 b), MLP 3 sbh + 4 sb f (GELU) or
 replicated across TP ranks unless SP splits them. For ``f = 4h, d_kv = h`` this
 is exactly 34 sbh + 5 a s^2 b.
 
+Under fp8/fp4 (Transformer Engine) the three inputs a linear keeps for its
+weight gradient, the QKV and MLP-up inputs (the norm outputs, ``sbh`` each) and
+the MLP-down input (``sb f``), are saved quantized, ``NARROW_GEMM_BYTES`` per
+element instead of 2: TE's ``LayerNormLinear`` / ``Linear`` save the quantized
+copy their wgrad GEMM reads. The attention output stays 16-bit (the flash
+kernel keeps it for its own backward). torchao's float8 linear saves the 16-bit
+input instead (``matmul_with_hp_or_float8_args``): ``quantized_saves=False``.
+
 Pipeline parallelism with 1F1B keeps ``pp`` micro-batches in flight on the first
 stage: that stage holds ``L/pp x min(pp, m)`` layers' activations, times
 ``1 + (pp-1)/(pp v)`` with ``v`` interleaved chunks (Korthikanti 2022, section
@@ -55,6 +63,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hwmodels.predict.ops import NARROW_GEMM_BYTES
 from hwmodels.predict.spec import ModelSpec
 
 GiB = float(1 << 30)
@@ -98,9 +107,11 @@ def state_bytes_per_param(precision: str) -> tuple[float, float, float]:
 
 
 def activation_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, sp: bool = False,
-                               recompute: str = "none", flash: bool = True, saves: str = "korthikanti") -> float:
+                               recompute: str = "none", flash: bool = True, saves: str = "korthikanti",
+                               precision: str = "bf16") -> float:
     """Korthikanti et al. 2022 per-layer activation bytes, generalised; ``saves="dots"``: selective recomputation
-    that keeps only the matmul outputs (module docstring)."""
+    that keeps only the matmul outputs (module docstring). Under fp8/fp4 the inputs the linears keep for their
+    weight gradient are stored quantized (module docstring)."""
     s, b, h, a = seq_len, micro_batch, spec.d_model, spec.n_heads
     sbh = s * b * h
     if recompute == "full":
@@ -108,9 +119,11 @@ def activation_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: in
     if recompute == "selective" and saves == "dots":
         split = 2.0 * s * b * (spec.q_dim + 2 * spec.d_kv + (2 if spec.glu else 1) * spec.ffn_dim)
         return split / tp + 2.0 * 3.0 * sbh / (tp if sp else 1)
-    mlp = 4.0 * s * b * spec.ffn_dim if not spec.glu else 6.0 * s * b * spec.ffn_dim
-    # replicated part: 4 sbh (norms) + 2 sbh (QKV input) + sbh (attn dropout mask) + 2 sbh (MLP input) + sbh (MLP mask)
-    replicated = 10.0 * sbh
+    q = NARROW_GEMM_BYTES.get(precision, 2.0)  # bytes per element of a saved linear input (QKV, MLP-up, MLP-down)
+    # GELU: fc1 output 2 + the down projection's input q; SwiGLU: gate 2 + up 2 + their product (the input) q
+    mlp = (2.0 + q) * s * b * spec.ffn_dim if not spec.glu else (4.0 + q) * s * b * spec.ffn_dim
+    # replicated part: 4 sbh (norms) + q sbh (QKV input) + sbh (attn dropout mask) + q sbh (MLP input) + sbh (MLP mask)
+    replicated = (6.0 + 2.0 * q) * sbh
     # what is left after the replicated tensors: attention 7 sbh + 4 sb dkv - (2 + 1) sbh -> Q, K, V, out-proj input;
     # MLP 3 sbh + f-terms - 3 sbh -> the f-terms
     split = (7.0 * sbh + 4.0 * s * b * spec.d_kv - 3.0 * sbh) + (3.0 * sbh + mlp - 3.0 * sbh)
@@ -123,9 +136,11 @@ def activation_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: in
 def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding: str, dp: int, tp: int, pp: int,
              micro_batch: int, seq_len: int, recompute: str, sp: bool, flash: bool = True,
              microbatches: int = 1, interleave: int = 1, recompute_layers: float = 1.0,
-             selective_saves: str = "korthikanti") -> MemoryEstimate:
+             selective_saves: str = "korthikanti", quantized_saves: bool = True) -> MemoryEstimate:
     """Bytes per accelerator (module docstring); ``recompute_layers``: the share of layers ``recompute`` applies to,
-    the others keep every activation; ``selective_saves``: what selective recomputation keeps."""
+    the others keep every activation; ``selective_saves``: what selective recomputation keeps; ``quantized_saves``:
+    under fp8/fp4 the linears' saved inputs are quantized (TE) rather than 16-bit (torchao float8)."""
+    act_precision = precision if quantized_saves else "bf16"
     n = spec.n_params()
     n_local = n / (tp * pp)
     w, g, o = state_bytes_per_param(precision)
@@ -141,10 +156,11 @@ def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding
         opt /= dp
         weights += 2 * w * spec.layer_params() / tp  # gathered unit + prefetched unit
     per_layer = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
-                                           recompute=recompute, flash=flash, saves=selective_saves)
+                                           recompute=recompute, flash=flash, saves=selective_saves,
+                                           precision=act_precision)
     if recompute_layers < 1.0 and recompute != "none":
         kept = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
-                                          recompute="none", flash=flash)
+                                          recompute="none", flash=flash, precision=act_precision)
         per_layer = recompute_layers * per_layer + (1.0 - recompute_layers) * kept
     layers_per_stage = spec.n_layers / pp
     in_flight = min(pp, max(microbatches, 1)) if pp > 1 else 1
@@ -153,7 +169,7 @@ def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding
     if recompute == "full":
         # the layer being recomputed holds its full activations during its backward
         acts += activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
-                                           recompute="selective", flash=flash)
+                                           recompute="selective", flash=flash, precision=act_precision)
     logits = 4.0 * seq_len * micro_batch * spec.vocab / tp  # fp32 logits (last stage; counted for all)
     acts += logits
     body = weights + grads + opt + acts

@@ -195,7 +195,7 @@ def layout_memory(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_b
                     micro_batch=layout.micro_batch, seq_len=O.local_seq(seq_len, layout.cp), recompute=layout.recompute,
                     sp=layout.sequence_parallel, flash=attention == "flash", microbatches=m,
                     interleave=layout.interleave, recompute_layers=layout.recompute_layers,
-                    selective_saves=layout.selective_saves)
+                    selective_saves=layout.selective_saves, quantized_saves=layout.quantized_saves)
 
 
 def _grad_window_mbs(pp: int, v: int, m: int) -> float:
