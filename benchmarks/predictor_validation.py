@@ -323,8 +323,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 found = [search(spec, c, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
                                 sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, overlap_cost=0.0,
                                 top=1, interleave=vi or FRAMEWORK_INTERLEAVE.get(fam), attention=core,
-                                tp_comm_overlap=tp_overlap,
-                                dp_comm_overlap=dp_overlap, cp=cp) for m in modes]
+                                tp_comm_overlap=tp_overlap, dp_comm_overlap=dp_overlap, cp=cp,
+                                quantized_saves=fam not in HP_SAVES) for m in modes]
                 least.extend(x.smallest_memory for x in found if x.best is None and x.smallest_memory)
                 safes[:] = [x.memory_safe for x in found if x.memory_safe is not None]
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)

@@ -174,6 +174,18 @@ def test_fp8_fp4_linears_save_their_inputs_quantized(precision, q, glu):
         Layout(dp=1, quantized_saves="yes")
 
 
+def test_search_carries_quantized_saves(cat):
+    """The search prices every layout it considers with the caller's ``quantized_saves`` (torchao float8: 16-bit
+    saved inputs, more activation memory for the same layout)."""
+    node = cat.get("h100-sxm")
+    cal = calibrate(node)
+    kw = dict(hardware=node.id, accelerators=8, global_batch=64, precision="fp8", tp=1, pp=1, sharding="full_shard",
+              micro_batch=2, recompute="none", top=1)
+    te, hp = (search(preset("llama3-8b"), cal, quantized_saves=q, **kw) for q in (True, False))
+    assert te.best.layout.quantized_saves and not hp.best.layout.quantized_saves
+    assert hp.best.memory_per_accelerator_GiB > te.best.memory_per_accelerator_GiB
+
+
 def test_zero_state_bytes_and_fit_boundary():
     s = preset("llama2-7b")
     kw = dict(precision="bf16", tp=1, pp=1, micro_batch=1, seq_len=4096, recompute="full", sp=False)

@@ -538,6 +538,16 @@ def _same_die_rows(node: Any, sib: Any, own: list[dict[str, str]], path: Path | 
     return out
 
 
+def _table_figure(table: Mapping[str, tuple[float, str]], node: Any, sib: Any) -> tuple[Any, float, str] | None:
+    """``table``'s figure for ``node``, else for its same-die sibling ``sib`` (:func:`_same_die_node`), as (the node
+    it was measured on, value, source with the carry noted); None when neither has one."""
+    for n in (node, sib):
+        if n is not None and n.id in table:
+            v, src = table[n.id]
+            return n, v, src + ("" if n is node else f" [measured on {n.id}; same die, catalog die.same_as]")
+    return None
+
+
 @lru_cache(maxsize=8)
 def _read_csv(path: str) -> tuple[dict[str, str], ...]:
     with open(path, newline="") as f:
@@ -601,15 +611,11 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
                                           "data/calibration/published.csv)")
     for dt, rate in pub_eff.items():
         eff.setdefault(dt, rate)
-    if use_published and "bf16" not in eff and "bf16" in peak:
-        for n in (node, sib):  # the node's own table figure, else its same-die sibling's at the same fraction
-            if n is not None and n.id in PUBLISHED_MATMUL_TFLOPS and "bf16" in n.peaks:
-                v, src = PUBLISHED_MATMUL_TFLOPS[n.id]
-                if n is sib:
-                    src += f" [measured on {sib.id}; same die, catalog die.same_as]"
-                eff["bf16"] = Rate(value=v * 1e12 / n.peaks["bf16"].dense_flops_per_s, kind="published", source=src,
-                                   rel_sigma=0.05)
-                break
+    mm_table = _table_figure(PUBLISHED_MATMUL_TFLOPS, node, sib) if use_published else None
+    if mm_table is not None and "bf16" not in eff and "bf16" in peak and "bf16" in mm_table[0].peaks:
+        n, v, src = mm_table  # at the same fraction of its own peak as on the node it was measured on
+        eff["bf16"] = Rate(value=v * 1e12 / n.peaks["bf16"].dense_flops_per_s, kind="published", source=src,
+                           rel_sigma=0.05)
     for dt in PREDICT_PRECISIONS:  # bf16 first: the others may derive from its fraction
         if dt in peak and dt not in eff:
             if dt in FROM_BF16_CEILING and "bf16" in eff:
@@ -713,11 +719,10 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         attn, attn_s_half = attn_curves.pop(default_kernel)
         attn = replace(attn, source=f"{attn.source}; the fastest published kernel for {nid}, where FlashAttention-2 "
                                     f"is not the architecture's own (FA2_NATIVE_NODES)")
-    table_id = nid if nid in ATTN_EFF else (sib.id if sib is not None and sib.id in ATTN_EFF else None)
-    if attn is None and use_published and table_id is not None:
-        v, src = ATTN_EFF[table_id]
-        attn = Rate(value=v, kind="published", rel_sigma=0.15,
-                    source=src + ("" if table_id == nid else f" [measured on {table_id}; same die, catalog die.same_as]"))
+    attn_table = _table_figure(ATTN_EFF, node, sib) if use_published else None
+    if attn is None and attn_table is not None:
+        _, v, src = attn_table
+        attn = Rate(value=v, kind="published", rel_sigma=0.15, source=src)
     if attn is None:
         attn = Rate(value=ATTN_EFF_DEFAULT if kind != "cpu" else 0.3, kind="datasheet", rel_sigma=0.3,
                     source="no attention measurement: fraction of peak assumed (module ATTN_EFF_DEFAULT)")

@@ -75,6 +75,7 @@ CP (:mod:`.layout`). CP needs the fused attention kernel.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from hwmodels import dtypes
 from hwmodels.errors import ModelInputError, choices_error
@@ -232,7 +233,7 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
     ops += _fwd_bwd("mlp_up", t, f * (2 if spec.glu else 1) // tp, d, full)
     ops += _fwd_bwd("mlp_down", t, d, f // tp, full)
     if precision in CASTS:
-        ops += narrow_cast_ops(ops, precision, full=full, recipe=fp8_recipe if precision == "fp8" else FP4_RECIPE)
+        ops += narrow_cast_ops(ops, precision, full=full, recipe=_default_recipe(precision, fp8_recipe))
     # attention core
     heads = max(spec.n_heads // tp, 1)
     model_fwd = 4.0 * b * seq_len * seq_len * q / (tp * cp)  # load-balanced: 1/cp of the sequence's attention
@@ -292,16 +293,18 @@ def layer_ops(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int = 1, s
     return ops
 
 
+def _default_recipe(precision: str, fp8_recipe: str = FP8_RECIPE) -> str:
+    """The cast recipe ``precision`` runs: ``fp8_recipe`` for fp8, NVFP4 block scaling for fp4."""
+    return fp8_recipe if precision == "fp8" else FP4_RECIPE
+
+
 def narrow_cast_ops(ops: list[Op], precision: str, *, full: bool = False, recipe: str = FP8_RECIPE) -> list[Op]:
     """The per-micro-batch casts of the ``precision`` (fp8, fp4) linears among ``ops`` (their forward GEMMs
     ``(t, n, k)``): forward X (t k), and W (k n) unless the recipe caches it (``WEIGHT_CACHED_RECIPES``: then it is
     :func:`weight_cast_op`, once per step), backward G (t n), again forward in a full recompute; bytes and launches
     per element of ``CASTS[precision][recipe]``, the ops named ``<precision>_cast``."""
-    recipes = CASTS[precision]
-    if recipe not in recipes:
-        raise choices_error(f"{precision}_recipe", recipe, recipes)
-    per_el, launches = recipes[recipe]
-    fwd = [o for o in ops if o.kind == "gemm" and o.phase == "fwd" and o.name in LINEARS]
+    per_el, launches = _cast_recipe(precision, recipe)
+    fwd = _forward_linears(ops)
     cached = recipe in WEIGHT_CACHED_RECIPES
     x_w = sum(o.m * o.k + (0 if cached else o.k * o.n) for o in fwd)
     fwd_launches = (1 if cached else 2) * launches * len(fwd)
@@ -314,21 +317,34 @@ def narrow_cast_ops(ops: list[Op], precision: str, *, full: bool = False, recipe
     return out
 
 
+def _cast_recipe(precision: str, recipe: str) -> tuple[float, int]:
+    """(bytes per element, launches per tensor) of ``precision``'s cast ``recipe``; an unknown recipe names the
+    valid ones."""
+    recipes = CASTS[precision]
+    if recipe not in recipes:
+        raise choices_error(f"{precision}_recipe", recipe, recipes)
+    return recipes[recipe]
+
+
+def _forward_linears(ops: list[Op]) -> list[Op]:
+    """The forward GEMMs of the transformer-block linears among ``ops`` (the ones fp8/fp4 run narrow)."""
+    return [o for o in ops if o.kind == "gemm" and o.phase == "fwd" and o.name in LINEARS]
+
+
+@lru_cache(maxsize=1_000)
 def weight_cast_op(spec: ModelSpec, *, tp: int = 1, precision: str = "bf16",
                    recipe: str | None = None) -> Op | None:
     """One layer's weight casts on one TP rank, once per optimizer step (phase ``step``), for a ``precision``
     (fp8, fp4) recipe that caches its quantized weights (``WEIGHT_CACHED_RECIPES``); None otherwise (16-bit
-    precisions; ``dynamic`` scaling, whose per-forward weight casts are in :func:`narrow_cast_ops`)."""
+    precisions; ``dynamic`` scaling, whose per-forward weight casts are in :func:`narrow_cast_ops`). Cached: the
+    step model asks for it once per layout priced."""
     if precision not in CASTS:
         return None
-    recipe = recipe or (FP8_RECIPE if precision == "fp8" else FP4_RECIPE)
-    if recipe not in CASTS[precision]:
-        raise choices_error(f"{precision}_recipe", recipe, CASTS[precision])
+    recipe = recipe or _default_recipe(precision)
+    per_el, launches = _cast_recipe(precision, recipe)
     if recipe not in WEIGHT_CACHED_RECIPES:
         return None
-    per_el, launches = CASTS[precision][recipe]
-    fwd = [o for o in layer_ops(spec, micro_batch=1, seq_len=1, tp=tp, precision="bf16") if o.kind == "gemm"
-           and o.phase == "fwd" and o.name in LINEARS]
+    fwd = _forward_linears(layer_ops(spec, micro_batch=1, seq_len=1, tp=tp, precision="bf16"))
     return Op(name=f"{precision}_cast.weight", kind="memory", phase="step",
               nbytes=per_el * sum(o.k * o.n for o in fwd), launches=launches * len(fwd))
 
