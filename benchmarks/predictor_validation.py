@@ -144,6 +144,10 @@ FRAMEWORK_SHARDINGS = {"megatron": ("ddp", "zero1"), "deepspeed": ("zero1",)}
 #: (deepspeed/runtime/pipe/schedule.py); HabanaAI/Megatron-DeepSpeed's scripts/run_llama.sh (commit 470cc029), the
 #: Gaudi rows' recipe, passes ``--pipeline-model-parallel-size`` with ``--deepspeed`` and no virtual-pipeline option.
 FRAMEWORK_INTERLEAVE = {"deepspeed": 1}
+#: source_detail marker of a row whose source states an interleaved pipeline schedule without its chunk count V
+#: (the Llama 3 paper): the search prices V in (2, 4), the enumerator's interleaved choices, not V = 1
+INTERLEAVED_STATED = "interleaved schedule stated (V not stated)"
+INTERLEAVED_CHOICES = (2, 4)
 
 
 def torchtitan_op_sac_share(spec) -> float:
@@ -320,11 +324,13 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 """The fastest layout with the stated fields; a sharding the source leaves out is searched among
                 the modes the framework runs (FRAMEWORK_SHARDINGS)."""
                 modes = [shard] if shard else list(FRAMEWORK_SHARDINGS.get(fam, (None,)))
+                vis = [vi] if vi else (list(INTERLEAVED_CHOICES) if INTERLEAVED_STATED in r["source_detail"]
+                                       else [FRAMEWORK_INTERLEAVE.get(fam)])
                 found = [search(spec, c, hardware=hw, accelerators=n, global_batch=gb, precision=prec, tp=tp, pp=pp,
                                 sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, overlap_cost=0.0,
-                                top=1, interleave=vi or FRAMEWORK_INTERLEAVE.get(fam), attention=core,
+                                top=1, interleave=v_, attention=core,
                                 tp_comm_overlap=tp_overlap, dp_comm_overlap=dp_overlap, cp=cp,
-                                quantized_saves=fam not in HP_SAVES) for m in modes]
+                                quantized_saves=fam not in HP_SAVES) for m in modes for v_ in vis]
                 least.extend(x.smallest_memory for x in found if x.best is None and x.smallest_memory)
                 safes[:] = [x.memory_safe for x in found if x.memory_safe is not None]
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)

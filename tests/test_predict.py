@@ -146,6 +146,31 @@ def test_korthikanti_closed_forms():
                                                                            recompute="selective")
 
 
+@pytest.mark.parametrize("tp,sp", [(1, False), (8, False), (8, True)])
+@pytest.mark.parametrize("flash", [True, False])
+def test_no_dropout_stores_no_masks(tp, sp, flash):
+    """Korthikanti's 34 sbh holds two 1-byte dropout masks (attention output, MLP output: TP-replicated unless SP
+    splits them) and, with materialized scores, a 1-byte mask and a 2-byte dropout output per score; a model trained
+    without dropout (the Llama presets) stores 2 sbh less and 2 a s^2 b of scores instead of 5."""
+    s, b, h, a = 2048, 1, 12288, 96
+    with_do = preset("gpt3-175b")
+    assert with_do.dropout and not preset("llama3-405b").dropout and not preset("llama2-7b").dropout
+    assert "dropout" in preset("llama3-8b").source
+    no_do = replace(with_do, dropout=False)
+    for rc in ("none", "selective"):
+        kw = dict(micro_batch=b, seq_len=s, tp=tp, sp=sp, recompute=rc, flash=flash)
+        masks = 2.0 * s * b * h / (tp if sp else 1)
+        scores = 0.0 if (flash or rc == "selective") else 3.0 * a * s * s * b / tp
+        assert activation_bytes_per_layer(no_do, **kw) == pytest.approx(
+            activation_bytes_per_layer(with_do, **kw) - masks - scores, rel=1e-12)
+    kw = dict(micro_batch=b, seq_len=s, tp=tp, sp=sp, recompute="full", flash=flash)
+    assert activation_bytes_per_layer(no_do, **kw) == activation_bytes_per_layer(with_do, **kw)
+    assert parse_spec("d_model=1024,n_layers=2,n_heads=8,vocab=1000,dropout=false").dropout is False
+    assert parse_spec("d_model=1024,n_layers=2,n_heads=8,vocab=1000").dropout is True
+    with pytest.raises(ModelInputError, match="dropout"):
+        parse_spec("d_model=1024,n_layers=2,n_heads=8,vocab=1000,dropout=maybe")
+
+
 @pytest.mark.parametrize("precision,q", [("fp8", 1.0), ("fp4", 0.5625)])
 @pytest.mark.parametrize("glu", [False, True])
 def test_fp8_fp4_linears_save_their_inputs_quantized(precision, q, glu):

@@ -37,7 +37,9 @@ attention 7 sbh + 4 sb d_kv (+ 5 a s^2 b), MLP 3 sbh + 4 sb f (GELU) or
 3 sbh + 6 sb f (SwiGLU: gate, up and their product), norms 4 sbh; of these the
 10 sbh of norm inputs, the two linear-block inputs and the dropout masks are
 replicated across TP ranks unless SP splits them. For ``f = 4h, d_kv = h`` this
-is exactly 34 sbh + 5 a s^2 b.
+is exactly 34 sbh + 5 a s^2 b. A model trained without dropout (``ModelSpec.dropout``
+False: the Llama presets) stores no masks: 2 sbh less, and 2 a s^2 b of
+materialized scores instead of 5.
 
 Under fp8/fp4 (Transformer Engine) the three inputs a linear keeps for its
 weight gradient, the QKV and MLP-up inputs (the norm outputs, ``sbh`` each) and
@@ -122,12 +124,15 @@ def activation_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: in
     q = NARROW_GEMM_BYTES.get(precision, 2.0)  # bytes per element of a saved linear input (QKV, MLP-up, MLP-down)
     # GELU: fc1 output 2 + the down projection's input q; SwiGLU: gate 2 + up 2 + their product (the input) q
     mlp = (2.0 + q) * s * b * spec.ffn_dim if not spec.glu else (4.0 + q) * s * b * spec.ffn_dim
+    masks = 2.0 if spec.dropout else 0.0  # the attention-output and MLP-output dropout masks, 1 byte each
     # replicated part: 4 sbh (norms) + q sbh (QKV input) + sbh (attn dropout mask) + q sbh (MLP input) + sbh (MLP mask)
-    replicated = (6.0 + 2.0 * q) * sbh
+    replicated = (4.0 + masks + 2.0 * q) * sbh
     # what is left after the replicated tensors: attention 7 sbh + 4 sb dkv - (2 + 1) sbh -> Q, K, V, out-proj input;
     # MLP 3 sbh + f-terms - 3 sbh -> the f-terms
     split = (7.0 * sbh + 4.0 * s * b * spec.d_kv - 3.0 * sbh) + (3.0 * sbh + mlp - 3.0 * sbh)
-    scores = 0.0 if (flash or recompute == "selective") else 5.0 * a * s * s * b
+    # materialized scores: softmax output 2 + its dropout mask 1 + the dropout output 2 bytes per score; without
+    # dropout the softmax output is the V-matmul's input too (2 bytes)
+    scores = 0.0 if (flash or recompute == "selective") else (5.0 if spec.dropout else 2.0) * a * s * s * b
     if sp:
         return (replicated + split + scores) / tp
     return replicated + (split + scores) / tp

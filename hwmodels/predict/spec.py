@@ -56,6 +56,9 @@ class ModelSpec:
     tied_embeddings: bool = False
     learned_positions: bool = False  # a seq_len x d_model position table (GPT-2/MPT style)
     norm: str = "rmsnorm"
+    #: dropout layers present in training: their 1-byte masks are stored activations (Korthikanti et al. 2022).
+    #: True unless a source says the model trains without (Llama: attention and hidden dropout 0).
+    dropout: bool = True
     name: str = "custom"
     source: str = "given on the command line"
 
@@ -246,6 +249,10 @@ _LLAMA2 = ("Touvron et al. 2023, 'Llama 2', arXiv:2307.09288, Table 1 and the re
 _LLAMA3 = ("Llama Team 2024, 'The Llama 3 Herd of Models', arXiv:2407.21783, Table 3 (layers, model dim, "
            "FFN dim, heads, KV heads 8, vocab 128,000 -> 128256 in the released tokenizer; seq 8192)")
 
+_LLAMA_NO_DROPOUT = ("no dropout: the released model code (meta-llama/llama model.py) has no dropout layer; "
+                     "Megatron-Bridge's Llama bridge (src/megatron/bridge/models/llama/llama_bridge.py @067f987) "
+                     "sets hidden_dropout=0.0 and the Hugging Face Llama config's attention_dropout is 0.0")
+
 
 def _gpt3(d: int, L: int, h: int, name: str) -> Callable[[], ModelSpec]:
     def f() -> ModelSpec:
@@ -267,7 +274,8 @@ def _llama(d: int, L: int, h: int, kv: int, ffn: int, vocab: int, seq: int, name
            src: str) -> Callable[[], ModelSpec]:
     def f() -> ModelSpec:
         return ModelSpec(name=name, d_model=d, n_layers=L, n_heads=h, n_kv_heads=kv, ffn_dim=ffn, glu=True,
-                         vocab=vocab, seq_len=seq, tied_embeddings=False, norm="rmsnorm", source=src)
+                         vocab=vocab, seq_len=seq, tied_embeddings=False, norm="rmsnorm", dropout=False,
+                         source=src + "; " + _LLAMA_NO_DROPOUT)
     return f
 
 
@@ -299,7 +307,7 @@ PRESETS: dict[str, Callable[[], ModelSpec]] = {
 
 _SPEC_KEYS = {f.name: f.type for f in fields(ModelSpec)} | {"preset": "str"}
 _INT_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "vocab", "seq_len")
-_BOOL_KEYS = ("glu", "tied_embeddings", "learned_positions")
+_BOOL_KEYS = ("glu", "tied_embeddings", "learned_positions", "dropout")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
