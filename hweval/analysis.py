@@ -1165,7 +1165,18 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
                   f"{ov.get('median', float('nan')):.0%}, 90th percentile {ov.get('q90', float('nan')):.0%}"
                   if ov else "predictor validation error: not available")
     band = err.get("never_seen_band") or {}
-    if ov and isinstance(band.get("band_rel"), (int, float)):
+    kb = err.get("known_hardware_band") or {}
+    if ov and isinstance(kb.get("prior_band_rel"), (int, float)):
+        cov = (kb.get("held_out_source_coverage") or {}).get("mean_group_covered")
+        bands = [v["band_rel"] for v in (kb.get("per_hardware") or {}).values()
+                 if isinstance(v.get("band_rel"), (int, float))]
+        validation += (f"; each projected row carries its hardware's 90% band, "
+                       + (f"+/-{min(bands):.0%} to +/-{max(bands):.0%} " if bands else "")
+                       + f"(a hardware type without published rows: +/-{kb['prior_band_rel']:.0%}), sized so that "
+                       f"rows of one publication count once"
+                       + (f"; with each publication held out in turn, such bands held {cov:.0%} of its rows"
+                          if isinstance(cov, (int, float)) else ""))
+    elif ov and isinstance(band.get("band_rel"), (int, float)):
         cov = (band.get("coverage") or {}).get("mean_hardware_covered")
         validation += (f"; a hardware type without published rows carries +/-{band['band_rel']:.0%} "
                        f"(q{band.get('quantile', 0) * 100:g}"

@@ -261,15 +261,17 @@ def test_disturbed_steps_are_flagged_beside_the_prediction():
 
 
 def test_validation_line_names_the_band_of_hardware_without_rows(quick_analysis):
-    """The report's validation line gives the held-out error and, from the same file, the band a hardware type
-    without published rows carries and what it held when each type was held out."""
+    """The report's validation line gives the held-out error and, from the same file, the bands projected rows
+    carry (known hardware and a type without rows) and what they held with each publication held out."""
     from hwmodels.predict.predictor import ERROR_FILE
 
-    band = json.loads(ERROR_FILE.read_text())["never_seen_band"]
+    kb = json.loads(ERROR_FILE.read_text())["known_hardware_band"]
     v = quick_analysis.validation
     assert v.startswith("predictor held-out error (leave-one-hardware-out, framework unknown")
-    assert f"+/-{band['band_rel']:.0%} (q{band['quantile'] * 100:g}" in v
-    assert f"held {band['coverage']['mean_hardware_covered']:.0%} of a held-out type's rows" in v
+    bands = [h["band_rel"] for h in kb["per_hardware"].values()]
+    assert f"+/-{min(bands):.0%} to +/-{max(bands):.0%}" in v
+    assert f"a hardware type without published rows: +/-{kb['prior_band_rel']:.0%}" in v
+    assert f"such bands held {kb['held_out_source_coverage']['mean_group_covered']:.0%} of its rows" in v
     # the prospective runs (every set, framework unknown as the report predicts) and the same-input spread floor
     err = json.loads(ERROR_FILE.read_text())
     pro = [abs(r[st["scored_with"]]) for k, st in err["prospective"].items() if k != "method"

@@ -715,6 +715,62 @@ def test_never_seen_band_widens_until_held_out_types_are_covered():
     assert not far["met"] and far["quantile"] == V.BAND_QUANTILES[-1]
 
 
+def test_known_hardware_band_counts_a_publication_once():
+    """A hardware whose rows come from one tight publication and one loose one: the band built from the tight one
+    alone (its own q90) misses the loose one held out, so the band pools the own quantile with the band of a type
+    without rows, weighted by source groups, with the least (prior quantile, k) of the ladder that holds a held-out
+    publication's rows at the level on average over publications; held-out bands never use the held-out rows."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    rng = np.random.default_rng(1)
+    preds, errs = [], []
+    for h, groups in (("a", (0.01, 0.20)), ("b", (0.15, 0.15)), ("c", (0.15, 0.15, 0.15))):
+        for g, sd in enumerate(groups):
+            preds += [{"hw": h, "source": f"{h}-src{g}"}] * 30
+            errs += list(rng.normal(0, sd, 30))
+    errs = np.array(errs)
+    nb = V.never_seen_band(preds, errs)
+    kb = V.known_hardware_band(preds, errs, nb)
+    hc = kb["held_out_source_coverage"]
+    assert kb["met"] and hc["mean_group_covered"] >= 0.9 and len(hc["groups"]) == 7
+    assert kb["tried"][0]["mean_group_covered"] < 0.9  # own quantile alone (k = 0) under-covers
+    # the tight publication of "a" held out: its band comes from the loose one only (and the others' prior)
+    loose = next(g for g in hc["groups"] if g["source"] == "a-src0")
+    own = np.quantile(np.abs(errs[30:60]), 0.9)
+    prior = np.quantile(np.abs(errs[60:]), kb["prior_quantile"])
+    assert loose["band_rel"] == pytest.approx(V._pooled_band(own, 1, prior, kb["k"]))
+    a = kb["per_hardware"]["a"]
+    assert a["source_groups"] == 2 and a["own_q"] == pytest.approx(np.quantile(np.abs(errs[:60]), 0.9))
+    assert a["band_rel"] == pytest.approx(V._pooled_band(a["own_q"], 2, kb["prior_band_rel"], kb["k"]))
+    assert kb["prior_band_rel"] == pytest.approx(np.quantile(np.abs(errs), kb["prior_quantile"]))
+    assert V._pooled_band(0.1, 3, 0.3, 0.0) == pytest.approx(0.1) and V._pooled_band(0.1, 1, 0.3, 1.0) == \
+        pytest.approx(math.sqrt(0.05))
+
+
+def test_interval_reads_the_known_hardware_band(tmp_path):
+    """Where the validation file has known_hardware_band, a hardware with rows carries its pooled band and one with
+    fewer rows (or none) the band of a type without rows, each saying where it came from."""
+    import json
+
+    from hwmodels.predict.predictor import held_out_error
+
+    p = tmp_path / "err.json"
+    p.write_text(json.dumps({
+        "leave_one_hardware_out_stack": {"per_hardware": {"b200": {"q90": 0.05, "n": 40}}},
+        "never_seen_band": {"level": 0.9, "quantile": 0.92, "band_rel": 0.27, "met": True},
+        "known_hardware_band": {"level": 0.9, "k": 16, "prior_quantile": 0.95, "prior_band_rel": 0.37,
+                                "held_out_source_coverage": {"mean_group_covered": 0.91},
+                                "per_hardware": {"b200": {"n": 40, "source_groups": 7, "own_q": 0.18,
+                                                          "band_rel": 0.33},
+                                                 "mi300x": {"n": 4, "source_groups": 1, "own_q": 0.05,
+                                                            "band_rel": 0.37}}}}))
+    rel, how = held_out_error("b200", p)
+    assert rel == pytest.approx(0.33) and "known_hardware_band" in how and "7 sources" in how and "91%" in how
+    for hw in ("mi300x", "tpu-v7"):
+        rel, how = held_out_error(hw, p)
+        assert rel == pytest.approx(0.37) and "q95" in how and "fewer than 5" in how
+
+
 def test_stack_factor_is_fitted_on_the_other_hardware_of_the_stack_only():
     """Held out, a hardware's stack factor is the shrunk median error of the OTHER hardware of its stack, at the
     fit of the other hardware; another stack's rows do not move it, and a hardware alone in its stack keeps its

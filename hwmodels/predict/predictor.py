@@ -39,8 +39,10 @@ MFU (PaLM, Chowdhery et al. 2022, appendix B): model FLOPs per step (6 N +
 precision). HFU adds the recomputed FLOPs.
 
 The interval: the held-out relative error quantiles of the validation
-(``predictor_error.json``: per hardware when that hardware was held out,
-else overall) combined in quadrature with the calibration's relative
+(``predictor_error.json``: ``known_hardware_band``, a hardware's own
+leave-one-hardware-out quantile pooled with the band of a type without rows,
+calibrated on publications held out by source; a type without rows carries
+that band) combined in quadrature with the calibration's relative
 uncertainty (its rates', plus the collective model's own interval weighted by
 the exposed-communication share of the step); the level is the quantile's (0.9).
 """
@@ -387,9 +389,28 @@ def loho_section(errors: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]:
-    """(relative error at INTERVAL_LEVEL, where it came from) for this hardware."""
+    """(relative error at INTERVAL_LEVEL, where it came from) for this hardware: the validation's
+    ``known_hardware_band`` where the file has it (calibrated on publications held out by source), else the
+    hardware's own leave-one-hardware-out quantile, else the band of a hardware type without rows."""
     e = _errors(str(path or ERROR_FILE))
     key = f"q{int(INTERVAL_LEVEL * 100)}"
+    kb = e.get("known_hardware_band") or {}
+    if kb.get("level") == INTERVAL_LEVEL and isinstance(kb.get("prior_band_rel"), (int, float)):
+        cov = (kb.get("held_out_source_coverage") or {}).get("mean_group_covered")
+        held = (f"; with each publication (hardware, source) held out in turn, such bands held {cov:.0%} of its "
+                f"rows on average") if isinstance(cov, (int, float)) else ""
+        hw = (kb.get("per_hardware") or {}).get(hardware)
+        if hw and isinstance(hw.get("band_rel"), (int, float)) and hw.get("n", 0) >= MIN_ROWS_PER_HARDWARE:
+            return float(hw["band_rel"]), (
+                f"known_hardware_band ({ERROR_FILE.name}): {hardware}'s own held-out |error| {key} "
+                f"({hw['own_q']:.1%}, {hw['n']} rows from {hw['source_groups']} sources) pooled with the band of a "
+                f"type without rows (+-{kb['prior_band_rel']:.1%}), root-mean-square with weights {hw['source_groups']} "
+                f"(its sources) and {kb['k']:g} (pseudo-sources), so that rows of one publication count once{held}")
+        return float(kb["prior_band_rel"]), (
+            f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows: the band of a type without "
+            f"rows (known_hardware_band, {ERROR_FILE.name}): q{kb['prior_quantile'] * 100:g} of every row's "
+            f"held-out |error|, the least quantile at which bands held a held-out publication's rows at "
+            f"{INTERVAL_LEVEL:.0%}{held}")
     what, loho = loho_section(e)
     what = what or "leave-one-hardware-out"
     hw = loho.get("per_hardware", {}).get(hardware)
