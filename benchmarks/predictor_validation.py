@@ -755,13 +755,19 @@ PROSPECTIVE = {"a840a7a": (
                 "mbridge2511-gb300-llama3-405b-g256-fp8cs-cp2",
                 "mbridge2511-gb200-llama3-8b-g8-fp8cs",
                 "mbridge2511-gb200-llama3-70b-g64-fp8cs",
-                "mbridge2511-gb200-llama3-405b-g256-fp8cs")}
+                "mbridge2511-gb200-llama3-405b-g256-fp8cs"),
+    # MLPerf Training v5.0 Llama 3.1 405B on GB200 NVL72 (NVIDIA Tyche, IBM+CoreWeave+NVIDIA Carina), configs read
+    # and predictions committed at 91b61d7 (data/reference/preregistered/mlperf50_405b_gb200.*) before any result
+    "91b61d7": ("mlperf50-nvidia-gb200-llama3-405b-g256", "mlperf50-nvidia-gb200-llama3-405b-g512",
+                "mlperf50-carina-gb200-llama3-405b-g512", "mlperf50-carina-gb200-llama3-405b-g1024",
+                "mlperf50-carina-gb200-llama3-405b-g1536", "mlperf50-carina-gb200-llama3-405b-g2048",
+                "mlperf50-carina-gb200-llama3-405b-g2496")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
-                               "e8c226b", "352e8f3")
+                               "e8c226b", "352e8f3", "91b61d7")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
