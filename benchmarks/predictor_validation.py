@@ -50,7 +50,7 @@ from hwmodels.catalog import default_catalog  # noqa: E402
 from hwmodels.errors import ModelInputError  # noqa: E402
 from hwmodels.predict.calibration import calibrate  # noqa: E402
 from hwmodels.predict import ops as O  # noqa: E402
-from hwmodels.predict.layout import Layout  # noqa: E402
+from hwmodels.predict.layout import INTERLEAVE_SEARCH, Layout  # noqa: E402
 from hwmodels.predict.predictor import (BIAS_EDGES, MIN_ROWS_PER_HARDWARE, memory_held_out_error,  # noqa: E402
                                         regime_bucket, step_times)
 from hwmodels.predict.search import search  # noqa: E402
@@ -145,9 +145,9 @@ FRAMEWORK_SHARDINGS = {"megatron": ("ddp", "zero1"), "deepspeed": ("zero1",)}
 #: Gaudi rows' recipe, passes ``--pipeline-model-parallel-size`` with ``--deepspeed`` and no virtual-pipeline option.
 FRAMEWORK_INTERLEAVE = {"deepspeed": 1}
 #: source_detail marker of a row whose source states an interleaved pipeline schedule without its chunk count V
-#: (the Llama 3 paper): the search prices V in (2, 4), the enumerator's interleaved choices, not V = 1
+#: (the Llama 3 paper): the search prices the enumerator's interleaved choices (INTERLEAVE_SEARCH above 1), not V = 1
 INTERLEAVED_STATED = "interleaved schedule stated (V not stated)"
-INTERLEAVED_CHOICES = (2, 4)
+INTERLEAVED_CHOICES = tuple(v for v in INTERLEAVE_SEARCH if v > 1)
 
 
 def torchtitan_op_sac_share(spec) -> float:
@@ -1022,32 +1022,35 @@ def known_hardware_band(preds: list[dict], errs: np.ndarray, never_seen: dict, l
     src = np.array([p["source"] for p in preds], dtype=object)
     absr = np.abs(errs)
     le = np.abs(np.log1p(errs))
+    # the held-out splits do not depend on the ladder's (quantile, k): each (hardware, source) group's rows, and its
+    # hardware's other sources' own quantile and count (None: too few rows, the band of a type without rows alone)
+    splits = []
+    for h in dict.fromkeys(hw):
+        on_h = hw == h
+        srcs = list(dict.fromkeys(src[on_h]))
+        if len(srcs) < 2:
+            continue
+        for s in srcs:
+            other = on_h & (src != s)
+            own = ((float(np.quantile(absr[other], level)), len(set(src[other])))
+                   if other.sum() >= MIN_ROWS_PER_HARDWARE else None)
+            splits.append((h, s, le[on_h & (src == s)], own))
     tried, chosen = [], None
-    ladder = [(q, k) for q in BAND_QUANTILES if q >= never_seen["quantile"] for k in KNOWN_BAND_K]
-    for nq, k in ladder:
-        groups = []
-        for h in dict.fromkeys(hw):
-            on_h = hw == h
-            srcs = list(dict.fromkeys(src[on_h]))
-            if len(srcs) < 2:
-                continue
-            prior = float(np.quantile(absr[~on_h], nq))
-            for s in srcs:
-                other = on_h & (src != s)
-                held = on_h & (src == s)
-                if other.sum() >= MIN_ROWS_PER_HARDWARE:
-                    rel = _pooled_band(float(np.quantile(absr[other], level)),
-                                       len(set(src[other])), prior, k)
-                else:
-                    rel = prior
-                cov = le[held] <= math.log1p(rel)
-                groups.append({"hardware": h, "source": s, "n": int(held.sum()), "band_rel": rel,
-                               "covered": float(cov.mean())})
-        mean_cov = float(np.mean([g["covered"] for g in groups])) if groups else None
-        rows_cov = (sum(g["covered"] * g["n"] for g in groups) / sum(g["n"] for g in groups)) if groups else None
-        tried.append({"prior_quantile": nq, "k": k, "mean_group_covered": mean_cov, "rows_covered": rows_cov,
-                      "groups": len(groups)})
-        chosen = (nq, k, groups, mean_cov, rows_cov)
+    for nq in (q for q in BAND_QUANTILES if q >= never_seen["quantile"]):
+        priors = {h: float(np.quantile(absr[hw != h], nq)) for h in dict.fromkeys(x[0] for x in splits)}
+        for k in KNOWN_BAND_K:
+            groups = []
+            for h, s, held, own in splits:
+                rel = _pooled_band(own[0], own[1], priors[h], k) if own else priors[h]
+                groups.append({"hardware": h, "source": s, "n": int(held.size), "band_rel": rel,
+                               "covered": float((held <= math.log1p(rel)).mean())})
+            mean_cov = float(np.mean([g["covered"] for g in groups])) if groups else None
+            rows_cov = (sum(g["covered"] * g["n"] for g in groups) / sum(g["n"] for g in groups)) if groups else None
+            tried.append({"prior_quantile": nq, "k": k, "mean_group_covered": mean_cov, "rows_covered": rows_cov,
+                          "groups": len(groups)})
+            chosen = (nq, k, groups, mean_cov, rows_cov)
+            if mean_cov is None or mean_cov >= level:
+                break
         if mean_cov is None or mean_cov >= level:
             break
     nq, k, groups, mean_cov, rows_cov = chosen

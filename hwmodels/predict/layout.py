@@ -23,6 +23,9 @@ from hwmodels.dtypes import PREDICT_PRECISIONS as PRECISIONS
 from hwmodels.errors import ModelInputError, choices_error
 from hwmodels.predict.memory import RECOMPUTE, SELECTIVE_SAVES, SHARDINGS
 
+#: interleaved (virtual) pipeline chunks per rank the enumerator tries where none is given
+INTERLEAVE_SEARCH = (1, 2, 4)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Layout:
@@ -193,7 +196,7 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
                              | ({per_replica} if per_replica <= max_micro_batch else set()))
             stage_layers = -(-n_layers // p)
             vs = [1] if p == 1 else ([interleave] if interleave else
-                                     [v for v in (1, 2, 4) if stage_layers % v == 0 and stage_layers // v >= 1])
+                                     [v for v in INTERLEAVE_SEARCH if stage_layers % v == 0 and stage_layers // v >= 1])
             rcs = [recompute] if (recompute or group_micro) else list(RECOMPUTE)
             hybrids = [False, True] if t * dp * cp > scale_up else [False]
             for v in vs:
@@ -211,4 +214,4 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
                                              hybrid_shard=hy, cp=cp)
 
 
-__all__ = ["Layout", "layout_label", "placement", "enumerate_layouts", "group_level", "divisors", "PRECISIONS"]
+__all__ = ["Layout", "layout_label", "placement", "enumerate_layouts", "group_level", "divisors", "PRECISIONS", "INTERLEAVE_SEARCH"]
