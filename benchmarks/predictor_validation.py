@@ -284,6 +284,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         v = vi or 1
         sh = r["sharding"] or None
         rc = r["activation_checkpointing"] or None
+        off = _int(r.get("offload_layers", "")) or 0  # layers whose activations go to host memory (empty: none)
         tp_overlap = r["tp_comm_overlap"] == "true"  # stated by the source; empty: not stated, off
         dp_overlap = not (any(k in r["source"] for k in SERIAL_GRAD_REDUCE_SOURCES) and (pp or 1) > 1)
         if sh == "none" and dp and dp > 1:
@@ -310,7 +311,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                          precision=prec, hybrid_shard=hybrid, tp_comm_overlap=tp_overlap and tp > 1,
                          dp_comm_overlap=dp_overlap,
                          selective_saves="dots" if rc == "selective" and family(r["framework"]) in DOTS_SELECTIVE
-                         else "korthikanti", quantized_saves=family(r["framework"]) not in HP_SAVES)
+                         else "korthikanti", quantized_saves=family(r["framework"]) not in HP_SAVES,
+                         offload_layers=off)
             if rc == "selective" and family(r["framework"]) not in KORTHIKANTI_SELECTIVE:
                 lay, how = framework_selective(spec, cal, lay, r, gb, core)
                 notes.append(f"{rid}: {r['framework'].split(' (')[0]} 'selective' -> {how}")
@@ -330,7 +332,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                                 sharding=m, micro_batch=mb, recompute=rc, eta=1.0, comm_eff=1.0, overlap_cost=0.0,
                                 top=1, interleave=v_, attention=core,
                                 tp_comm_overlap=tp_overlap, dp_comm_overlap=dp_overlap, cp=cp,
-                                quantized_saves=fam not in HP_SAVES) for m in modes for v_ in vis]
+                                quantized_saves=fam not in HP_SAVES, offload_layers=off)
+                         for m in modes for v_ in vis]
                 least.extend(x.smallest_memory for x in found if x.best is None and x.smallest_memory)
                 safes[:] = [x.memory_safe for x in found if x.memory_safe is not None]
                 return max(found, key=lambda x: x.best.tokens_per_s_per_accelerator if x.best else -1.0)
@@ -1120,7 +1123,7 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
 
 #: Columns of training_runs.csv a prediction is made from: two rows equal on these are one input to the predictor.
 SPREAD_KEY = ("hardware", "model", "seq_len", "precision", "accelerators", "global_batch", "micro_batch", "tp", "pp",
-              "cp", "interleave", "inter_node_Gbps")
+              "cp", "interleave", "offload_layers", "inter_node_Gbps")
 #: Layout columns a source may leave empty (the search fills them): equal, or empty in either row. (``interleave``
 #: is in the key: empty there means interleaving used or possible with its count not stated, not "unknown".)
 SPREAD_OPEN = ("sharding", "activation_checkpointing", "sequence_parallel", "tp_comm_overlap")

@@ -19,11 +19,11 @@ CAL_README = REPO / "data" / "calibration" / "README.md"
 
 RUN_COLUMNS = ["run_id", "hardware", "accelerators", "model", "params_B", "seq_len", "global_batch", "micro_batch",
                "precision", "dp", "tp", "pp", "cp", "interleave", "sharding", "activation_checkpointing",
-               "sequence_parallel", "tp_comm_overlap", "inter_node_Gbps", "framework", "tokens_per_s_per_accelerator",
+               "offload_layers", "sequence_parallel", "tp_comm_overlap", "inter_node_Gbps", "framework", "tokens_per_s_per_accelerator",
                "tflops_per_accelerator", "mfu", "hfu", "source", "source_detail", "year"]
 CAL_COLUMNS = ["node_id", "quantity", "value", "unit", "condition", "framework", "source", "source_detail", "as_of"]
 CAL_UNITS = {"matmul_tflops": "TFLOP/s", "memory_bw_GBps": "GB/s", "busbw_GBps": "GB/s",
-             "launch_overhead_us": "us", "attention_tflops": "TFLOP/s"}
+             "launch_overhead_us": "us", "attention_tflops": "TFLOP/s", "host_copy_GBps": "GB/s"}
 SPEC_KEYS = ["d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "glu", "vocab"]
 OPTIONAL_SPEC_KEYS = {"head_dim", "tied_embeddings", "learned_positions"}
 
@@ -125,6 +125,8 @@ def test_published_calibration_schema():
         if r["quantity"] == "busbw_GBps":
             assert {"collective", "ranks", "level", "size_bytes"} <= set(cond), i
             assert cond["level"] in {"intra", "inter"}, i
+        if r["quantity"] == "host_copy_GBps":
+            assert cond.get("direction") in {"d2h", "h2d"} and cond.get("concurrent") in {"all", "one"}, i
 
 
 def test_every_training_hardware_has_a_published_matmul_rate(runs):

@@ -237,6 +237,9 @@ class Calibration:
     optimizer_host_source: str = ""
     #: the node's vendor software stack (catalog ``software_stack``): which published runs' stack factor applies
     software_stack: str = ""
+    #: host <-> device copy bandwidth per accelerator, one direction, with every accelerator of the node copying at
+    #: once (B/s; the slower direction): what activation offload moves over (:func:`_host_link`); None = no figure
+    host_link: Rate | None = None
 
     # -- GEMM ----------------------------------------------------------------------
     def gemm_eff(self, m: int, n: int, k: int, dtype: str) -> float:
@@ -387,6 +390,8 @@ class Calibration:
             out["host_dispatch_per_op"] = self.host_op_s.label()
         if self.optimizer_host:
             out["optimizer_host"] = self.optimizer_host_source
+        if self.host_link is not None:
+            out["host_link"] = self.host_link.label()
         for lvl, c in self.comms.items():
             out[f"collective_busbw.{lvl}"] = c.label()
         out["overlap"] = self.overlap.label()
@@ -402,6 +407,8 @@ class Calibration:
             out["elementwise_bandwidth"] = self.elementwise_bw.kind
         if self.host_op_s is not None:
             out["host_dispatch_per_op"] = self.host_op_s.kind
+        if self.host_link is not None:
+            out["host_link"] = self.host_link.kind
         return out
 
     def rel_sigma(self, comm_share: float = 0.0) -> float:
@@ -783,7 +790,28 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         elementwise_bw=elementwise,
         host_op_s=host_op, optimizer_host=tuple(opt_host), optimizer_host_source=opt_src,
         software_stack=str(getattr(node, "software_stack", "") or ""),
+        host_link=_host_link(pub),
     )
+
+
+def _host_link(pub: list[dict[str, str]]) -> Rate | None:
+    """The node's host <-> device copy rate per accelerator from its published ``host_copy_GBps`` rows (condition
+    ``direction=d2h|h2d``; ``concurrent=all``: every accelerator of the node copying at once, as activation offload
+    does): the slower direction's figure (each direction has its own copy engines, so the two run side by side and
+    the slower one sets the pace). Rows measured one accelerator at a time are not used (one GPU alone gets more of
+    a host link it shares). None without such rows: activation offload is then not priced."""
+    rows = [r for r in pub if r.get("quantity") == "host_copy_GBps" and _cond(r.get("condition", "")).get(
+        "concurrent") == "all"]
+    by_dir: dict[str, list[dict[str, str]]] = {}
+    for r in rows:
+        by_dir.setdefault(_cond(r.get("condition", "")).get("direction", ""), []).append(r)
+    if not {"d2h", "h2d"} <= set(by_dir):
+        return None
+    r = min((min(by_dir[d], key=lambda x: float(x["value"])) for d in ("d2h", "h2d")), key=lambda x: float(x["value"]))
+    carried = "; carried from another node (source_detail)" if "carried" in r.get("source_detail", "") else ""
+    return Rate(value=float(r["value"]) * 1e9, kind="published", rel_sigma=0.25 if carried else 0.1,
+                source=f"{r.get('source', '')}; {r.get('condition', '')}; {float(r['value']):.0f} GB/s per accelerator, "
+                       f"the slower direction ({r.get('as_of', '')}; data/calibration/published.csv){carried}")
 
 
 def _fit_attention(pub: list[dict[str, str]], peak: Mapping[str, float], kernel: str = DEFAULT_ATTENTION_KERNEL

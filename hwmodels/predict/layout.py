@@ -62,6 +62,11 @@ class Layout:
     #: quantized copy; memory.activation_bytes_per_layer); False: in 16 bits (torchao's float8 linear saves the
     #: high-precision input and casts again in the backward)
     quantized_saves: bool = True
+    #: activation offload to host memory (Megatron-Core / Transformer Engine ``cpu_offloading_num_layers``): the saved
+    #: activations of this many of a stage's layers are copied to host memory during the forward pass and back
+    #: before their backward, over the host link (``Calibration.host_link``), on copy engines beside the compute;
+    #: 0 = none
+    offload_layers: int = 0
 
     def __post_init__(self) -> None:
         for f in ("dp", "tp", "pp", "cp", "interleave", "micro_batch"):
@@ -77,6 +82,9 @@ class Layout:
             raise ModelInputError(f"layout.recompute_layers: must be a number in (0, 1], got {r!r}")
         if self.precision not in PRECISIONS:
             raise choices_error("layout.precision", self.precision, PRECISIONS)
+        o = self.offload_layers
+        if isinstance(o, bool) or not isinstance(o, int) or o < 0:
+            raise ModelInputError(f"layout.offload_layers: must be an integer >= 0, got {o!r}")
         for f in ("sequence_parallel", "hybrid_shard", "tp_comm_overlap", "dp_comm_overlap", "quantized_saves"):
             if not isinstance(getattr(self, f), bool):
                 raise ModelInputError(f"layout.{f}: must be true or false, got {getattr(self, f)!r}")
@@ -112,12 +120,14 @@ class Layout:
 
 def layout_label(lay: Mapping[str, Any]) -> str:
     """A layout (``Layout.to_dict()``, or a prediction's JSON ``layout``) in one line for tables:
-    ``dp16 tp4 pp8 [cp2] v6 mb2 zero1[(hybrid)] none[@25%]``."""
+    ``dp16 tp4 pp8 [cp2] v6 mb2 zero1[(hybrid)] none[@25%][ off20]`` (off: layers whose activations are offloaded
+    to host memory)."""
     cp = f" cp{lay['cp']}" if lay.get("cp", 1) > 1 else ""
     share = lay.get("recompute_layers", 1.0)
     return (f"dp{lay['dp']} tp{lay['tp']} pp{lay['pp']}{cp} v{lay['interleave']} mb{lay['micro_batch']} "
             f"{lay['sharding']}{'(hybrid)' if lay.get('hybrid_shard') else ''} {lay['activation_checkpointing']}"
-            + (f"@{share:.0%}" if share < 1.0 else ""))
+            + (f"@{share:.0%}" if share < 1.0 else "")
+            + (f" off{lay['offload_layers']}" if lay.get("offload_layers") else ""))
 
 
 def group_level(span: int, scale_up: int) -> str:

@@ -54,6 +54,13 @@ stage: that stage holds ``L/pp x min(pp, m)`` layers' activations, times
 ``1 + (pp-1)/(pp v)`` with ``v`` interleaved chunks (Korthikanti 2022, section
 4.2.3). Output layer: fp32 logits ``4 s b V / t`` bytes.
 
+Activation offload (Megatron-Core / Transformer Engine ``cpu_offloading_num_layers``
+= ``offload_layers``): the saved activations of that many of a stage's layers
+are copied to host memory during the forward pass and reloaded before their
+backward; they leave the device except one layer's worth in flight
+(``OFFLOAD_RESIDENT_LAYERS``). What the copies cost in time is the step model's
+(:func:`hwmodels.predict.predictor.step_times`).
+
 Buffers (stated allowance, not measured): 1 GiB fixed (CUDA context, NCCL
 buffers, cuBLAS workspace; PyTorch CUDA semantics notes put the context at
 300-500 MiB and NCCL adds its channel buffers) plus 10% of everything else for
@@ -65,6 +72,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hwmodels.errors import ModelInputError
 from hwmodels.predict.ops import NARROW_GEMM_BYTES
 from hwmodels.predict.spec import ModelSpec
 
@@ -138,13 +146,48 @@ def activation_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: in
     return replicated + (split + scores) / tp
 
 
+#: offloaded layers whose activations are resident all the same: the one being copied out while the next runs
+#: (Transformer Engine's offload handler double-buffers one layer's tensors; its reload prefetches one layer ahead)
+OFFLOAD_RESIDENT_LAYERS = 1.0
+
+
+def offloaded_layers(offload_layers: int, layers_per_stage: float) -> float:
+    """Layers of a stage whose saved activations live in host memory: ``offload_layers``, which must leave one
+    layer on the device (Megatron-Core requires ``cpu_offloading_num_layers < num_layers``: the last layer's
+    activations are used at once by its backward)."""
+    if offload_layers <= 0:
+        return 0.0
+    if offload_layers >= layers_per_stage:
+        raise ModelInputError(f"layout.offload_layers: {offload_layers} must be below the layers of a pipeline stage "
+                              f"({layers_per_stage:g})")
+    return float(offload_layers)
+
+
+def saved_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int, sp: bool, recompute: str,
+                          flash: bool = True, recompute_layers: float = 1.0, selective_saves: str = "korthikanti",
+                          precision: str = "bf16") -> float:
+    """A layer's saved activation bytes for one micro-batch, averaged over a stage's layers when ``recompute``
+    applies to the share ``recompute_layers`` of them (the rest keep everything); ``precision``: that of the
+    saved linear inputs (:func:`activation_bytes_per_layer`)."""
+    per_layer = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
+                                           recompute=recompute, flash=flash, saves=selective_saves,
+                                           precision=precision)
+    if recompute_layers < 1.0 and recompute != "none":
+        kept = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
+                                          recompute="none", flash=flash, precision=precision)
+        per_layer = recompute_layers * per_layer + (1.0 - recompute_layers) * kept
+    return per_layer
+
+
 def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding: str, dp: int, tp: int, pp: int,
              micro_batch: int, seq_len: int, recompute: str, sp: bool, flash: bool = True,
              microbatches: int = 1, interleave: int = 1, recompute_layers: float = 1.0,
-             selective_saves: str = "korthikanti", quantized_saves: bool = True) -> MemoryEstimate:
+             selective_saves: str = "korthikanti", quantized_saves: bool = True,
+             offload_layers: int = 0) -> MemoryEstimate:
     """Bytes per accelerator (module docstring); ``recompute_layers``: the share of layers ``recompute`` applies to,
     the others keep every activation; ``selective_saves``: what selective recomputation keeps; ``quantized_saves``:
-    under fp8/fp4 the linears' saved inputs are quantized (TE) rather than 16-bit (torchao float8)."""
+    under fp8/fp4 the linears' saved inputs are quantized (TE) rather than 16-bit (torchao float8);
+    ``offload_layers``: layers of a stage whose saved activations live in host memory (:func:`offloaded_layers`)."""
     act_precision = precision if quantized_saves else "bf16"
     n = spec.n_params()
     n_local = n / (tp * pp)
@@ -160,17 +203,16 @@ def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding
         grads /= dp
         opt /= dp
         weights += 2 * w * spec.layer_params() / tp  # gathered unit + prefetched unit
-    per_layer = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
-                                           recompute=recompute, flash=flash, saves=selective_saves,
-                                           precision=act_precision)
-    if recompute_layers < 1.0 and recompute != "none":
-        kept = activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
-                                          recompute="none", flash=flash, precision=act_precision)
-        per_layer = recompute_layers * per_layer + (1.0 - recompute_layers) * kept
+    per_layer = saved_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,
+                                      recompute=recompute, flash=flash, recompute_layers=recompute_layers,
+                                      selective_saves=selective_saves, precision=act_precision)
     layers_per_stage = spec.n_layers / pp
     in_flight = min(pp, max(microbatches, 1)) if pp > 1 else 1
     factor = (1.0 + (pp - 1) / (pp * interleave)) if (pp > 1 and interleave > 1) else 1.0
-    acts = per_layer * layers_per_stage * in_flight * factor
+    off = offloaded_layers(offload_layers, layers_per_stage)
+    acts = per_layer * (layers_per_stage - off) * in_flight * factor
+    if off > 0:  # the layer whose copy to (or from) the host is in flight is still resident
+        acts += per_layer * OFFLOAD_RESIDENT_LAYERS
     if recompute == "full":
         # the layer being recomputed holds its full activations during its backward
         acts += activation_bytes_per_layer(spec, micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp,

@@ -63,7 +63,7 @@ from hwmodels.predict import ops as O
 from hwmodels.predict.calibration import Calibration
 from hwmodels.predict.collectives import collective_time
 from hwmodels.predict.layout import Layout, placement
-from hwmodels.predict.memory import GiB, MemoryEstimate, estimate
+from hwmodels.predict.memory import GiB, MemoryEstimate, estimate, offloaded_layers, saved_bytes_per_layer
 from hwmodels.predict.spec import GenericSpec, ModelSpec
 
 ERROR_FILE = Path(__file__).resolve().parents[2] / "data" / "reference" / "predictor_error.json"
@@ -197,7 +197,32 @@ def layout_memory(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_b
                     micro_batch=layout.micro_batch, seq_len=O.local_seq(seq_len, layout.cp), recompute=layout.recompute,
                     sp=layout.sequence_parallel, flash=attention == "flash", microbatches=m,
                     interleave=layout.interleave, recompute_layers=layout.recompute_layers,
-                    selective_saves=layout.selective_saves, quantized_saves=layout.quantized_saves)
+                    selective_saves=layout.selective_saves, quantized_saves=layout.quantized_saves,
+                    offload_layers=layout.offload_layers)
+
+
+def _offload_cost(spec: ModelSpec, cal: Calibration, layout: Layout, *, seq: int, eta: float, fwd_s: float,
+                  bwd_s: float) -> tuple[float, float]:
+    """(exposed, total) seconds per micro-batch of activation offload (``layout.offload_layers``): the saved
+    activations of that many layers go to host memory over the host link during the forward pass (``fwd_s``, a
+    stage's forward per micro-batch) and come back during the backward (``bwd_s``), one direction each, on copy
+    engines beside the compute (Transformer Engine's offload handler: separate CUDA streams, layer by layer).
+    What the compute hides is ``overlap`` of its phase, as for a collective; a transfer never costs less than 5%
+    of itself (the HBM traffic it adds: each byte is read or written once more)."""
+    if layout.offload_layers <= 0:
+        return 0.0, 0.0
+    off = offloaded_layers(layout.offload_layers, spec.n_layers / layout.pp)
+    if cal.host_link is None:
+        raise ModelInputError(f"layout.offload_layers: {cal.node_id} has no host-link bandwidth (catalog [links] "
+                              f"host_link_GBps, or a published host_copy_GBps row); valid here: 0")
+    per_layer = saved_bytes_per_layer(spec, micro_batch=layout.micro_batch, seq_len=seq, tp=layout.tp,
+                                      sp=layout.sequence_parallel, recompute=layout.recompute,
+                                      recompute_layers=layout.recompute_layers, selective_saves=layout.selective_saves,
+                                      precision=layout.precision if layout.quantized_saves else "bf16")
+    t = off * per_layer / cal.host_link.value
+    ov = cal.overlap.value
+    exposed = max(t - ov * fwd_s, 0.05 * t) + max(t - ov * bwd_s, 0.05 * t)
+    return exposed, 2.0 * t
 
 
 def _grad_window_mbs(pp: int, v: int, m: int) -> float:
@@ -344,7 +369,9 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
             dp_total += m * stage_layers * (per_unit_fwd + per_unit_bwd)
     hidden = max(dp_total - dp_exposed, 0.0) + m * stage_layers * (tp_layer - tp_exposed_layer
                                                                     + cp_layer - cp_exposed_layer)
-    exposed = m * (layer_comm + p2p) + dp_exposed + overlap_cost * hidden
+    off_exposed, off_total = _offload_cost(spec, cal, layout, seq=s_loc, eta=eta,
+                                           fwd_s=stage_layers * (cf + mf / eta), bwd_s=stage_layers * (cb + mbw / eta))
+    exposed = m * (layer_comm + p2p + off_exposed) + dp_exposed + overlap_cost * hidden
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     host = 0.0
     if cal.host_op_s is not None:  # a measured dispatch probe: the host's own time per step, by phase
@@ -356,7 +383,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
                                          (cal.optimizer_host_time(spec.param_tensors()), opt_s)))
     return StepTimes(compute=compute, memory_bound=memory, exposed_comm=exposed, bubble=bubble,
                      overhead=cal.step_overhead_s.value + host, model_flops=model_f, hardware_flops=hw_f, memory=mem,
-                     microbatches=m, comm_total=m * (stage_layers * (tp_layer + cp_layer) + p2p) + dp_total,
+                     microbatches=m, comm_total=m * (stage_layers * (tp_layer + cp_layer) + p2p + off_total) + dp_total,
                      overlapped_comm=hidden)
 
 

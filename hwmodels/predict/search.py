@@ -105,7 +105,7 @@ def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: i
 def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq: int, precision: str,
           tp: int | None, pp: int | None, sharding: str | None, micro_batch: int | None, recompute: str | None,
           factors: Any, attention: str, interleave: int | None, tp_comm_overlap: bool, dp_comm_overlap: bool,
-          cp: int | None, capacity: float, top: int, quantized_saves: bool,
+          cp: int | None, capacity: float, top: int, quantized_saves: bool, offload_layers: int = 0,
           memo: dict | None = None) -> tuple[list[tuple[float, Layout, Any]], int, int, Any]:
     """The ``top`` fastest layouts whose memory estimate is at most ``capacity`` bytes, fastest first, as
     (seconds per sequence, layout, StepTimes); with the count considered, the count fitting and the least-memory
@@ -128,6 +128,10 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
             if (tp_comm_overlap and lay0.tp > 1) or not dp_comm_overlap or not quantized_saves:
                 lay0 = replace(lay0, tp_comm_overlap=tp_comm_overlap and lay0.tp > 1, dp_comm_overlap=dp_comm_overlap,
                                quantized_saves=quantized_saves)
+            if offload_layers:
+                if offload_layers >= spec.n_layers / lay0.pp:
+                    break  # a stage this short cannot offload that many layers (memory.offloaded_layers)
+                lay0 = replace(lay0, offload_layers=offload_layers)
             found = False
             for rc in rcs:
                 considered += 1
@@ -172,14 +176,15 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
            interleave: int | None = None, tp_comm_overlap: bool = False, dp_comm_overlap: bool = True,
            cp: int | None = None, memory_safe: bool = True, memory_error_path: Path | None = None,
-           quantized_saves: bool = True) -> SearchResult:
+           quantized_saves: bool = True, offload_layers: int = 0) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
     attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax);
     ``tp_comm_overlap``: the framework pipelines TP collectives with the GEMMs (``Layout.tp_comm_overlap``; off by
     default: not every framework does, and a new prediction does not know the framework); ``dp_comm_overlap``:
     DDP/ZeRO-1 gradients reduced under the last backward (``Layout.dp_comm_overlap``, on by default);
     ``quantized_saves``: fp8/fp4 linears keep quantized inputs for the backward (``Layout.quantized_saves``, TE's
-    way, on by default); ``cp``: a
+    way, on by default); ``offload_layers``: each stage's saved activations of that many layers go to host memory
+    (``Layout.offload_layers``; layouts whose stages have no more layers than that are skipped); ``cp``: a
     stated context-parallel degree; when not stated, CP_SEARCH for sequences of CP_MIN_SEQ tokens and more, else 1.
 
     ``memory_safe``: also return the fastest layout that fits with the memory model's held-out q90 error as
@@ -193,7 +198,8 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     job = dict(spec=spec, cal=cal, accelerators=accelerators, gb=gb, seq=seq, precision=precision, tp=tp, pp=pp,
                sharding=sharding, micro_batch=micro_batch, recompute=recompute, factors=factors,
                attention=attention, interleave=interleave, tp_comm_overlap=tp_comm_overlap,
-               dp_comm_overlap=dp_comm_overlap, cp=cp, quantized_saves=quantized_saves, memo={})
+               dp_comm_overlap=dp_comm_overlap, cp=cp, quantized_saves=quantized_saves,
+               offload_layers=offload_layers, memo={})
     scored, considered, fitting, best_mem = _scan(**job, capacity=cap, top=top)
     if not scored:
         return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem)

@@ -1,0 +1,97 @@
+"""Activation offload to host memory (Megatron-Core / Transformer Engine ``cpu_offloading_num_layers``): memory,
+step time and the host-link rate it is priced at."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hwmodels.catalog import default_catalog
+from hwmodels.errors import ModelInputError
+from hwmodels.predict import Layout, calibrate, preset, step_times
+from hwmodels.predict.calibration import Rate
+from hwmodels.predict.memory import estimate, saved_bytes_per_layer
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return default_catalog()
+
+
+@pytest.fixture(scope="module")
+def gb300(cat):
+    return calibrate(cat.get("gb300-nvl72"))
+
+
+def _layout(**kw) -> Layout:
+    base = dict(dp=64, tp=1, pp=1, micro_batch=2, sharding="full_shard", recompute="none", precision="fp8")
+    return Layout(**{**base, **kw})
+
+
+def test_offloaded_layers_leave_the_device_but_one_in_flight(gb300):
+    s = preset("llama3-70b")
+    kw = dict(capacity_bytes=gb300.memory_capacity_bytes, precision="fp8", sharding="full_shard", dp=64, tp=1, pp=1,
+              micro_batch=2, seq_len=8192, sp=False, recompute="none")
+    base, off = estimate(s, **kw), estimate(s, offload_layers=20, **kw)
+    per_layer = saved_bytes_per_layer(s, micro_batch=2, seq_len=8192, tp=1, sp=False, recompute="none",
+                                      precision="fp8")
+    assert base.activations - off.activations == pytest.approx((20 - 1) * per_layer)
+    assert off.weights == base.weights and off.optimizer == base.optimizer
+    with pytest.raises(ModelInputError, match="offload_layers: 80 must be below the layers of a pipeline stage"):
+        estimate(s, offload_layers=80, **kw)
+
+
+def test_offload_layers_must_be_a_whole_number():
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ModelInputError, match="layout.offload_layers"):
+            _layout(offload_layers=bad)
+    assert "off20" in _layout(offload_layers=20).label()
+    assert "off" not in _layout().label()
+
+
+def test_offload_costs_the_host_copies_compute_does_not_hide(gb300):
+    """At the published host link the copies of a 70B layer mostly hide under the phase they run in; on a link a
+    hundred times slower they set the pace: each direction exposes ``t - overlap x phase``."""
+    s = preset("llama3-70b")
+    kw = dict(global_batch=256)
+    none = step_times(s, gb300, _layout(), **kw)
+    off = step_times(s, gb300, _layout(offload_layers=20), **kw)
+    assert off.compute == pytest.approx(none.compute)
+    assert off.exposed_comm > none.exposed_comm  # the 5% floor at least
+    assert off.memory.activations < none.memory.activations
+    slow_bw = gb300.host_link.value / 100
+    slow = dataclasses.replace(gb300, host_link=Rate(value=slow_bw, kind="published", source="test"))
+    st = step_times(s, slow, _layout(offload_layers=20), **kw)
+    t = 20 * saved_bytes_per_layer(s, micro_batch=2, seq_len=8192, tp=1, sp=False, recompute="none",
+                                   precision="fp8") / slow_bw
+    m = st.microbatches
+    assert st.exposed_comm - none.exposed_comm > 0.9 * m * 2 * t  # the phases hide under a tenth of it
+    assert st.exposed_comm - none.exposed_comm < m * 2 * t
+    assert st.comm_total - none.comm_total == pytest.approx(m * 2 * t)
+
+
+def test_offload_needs_a_host_link_figure(cat):
+    h100 = calibrate(cat.get("h100-sxm"))
+    assert h100.host_link is None
+    with pytest.raises(ModelInputError, match="offload_layers: h100-sxm has no host-link bandwidth"):
+        step_times(preset("llama3-8b"), h100, _layout(dp=8, offload_layers=4), global_batch=64)
+
+
+def test_host_link_is_the_slower_direction_of_all_accelerators_copying_at_once(gb300, cat, tmp_path):
+    assert gb300.host_link.value == pytest.approx(168.60e9)
+    assert "host_to_all" in gb300.host_link.source and gb300.sources()["host_link"].startswith("published")
+    gb200 = calibrate(cat.get("gb200-nvl72"))
+    assert gb200.host_link.rel_sigma > gb300.host_link.rel_sigma and "carried" in gb200.host_link.source
+    # rows of one accelerator at a time are not used: alone, a GPU gets more of a host link it shares
+    head = "node_id,quantity,value,unit,condition,framework,source,source_detail,as_of\n"
+    one = "gb300-nvl72,host_copy_GBps,{v},GB/s,direction={d};concurrent={c},t,s,d,2026-01-01\n"
+
+    def link(name, *rows):
+        path = tmp_path / name  # one file per case: published rows are read once per path
+        path.write_text(head + "".join(one.format(v=v, d=d, c=c) for v, d, c in rows))
+        return calibrate(cat.get("gb300-nvl72"), published_csv=path).host_link
+
+    assert link("one.csv", (200, "d2h", "one"), (210, "h2d", "one")) is None
+    assert link("half.csv", (200, "d2h", "all"), (150, "h2d", "one")) is None  # one direction only
+    assert link("all.csv", (200, "d2h", "all"), (180, "h2d", "all")).value == pytest.approx(180e9)
