@@ -142,3 +142,26 @@ def test_every_training_hardware_has_a_published_matmul_rate(runs):
     declared = {s.strip() for s in m.group(1).split(",")} if m else set()
     missing = {r["hardware"] for r in runs} - have
     assert missing == declared, f"undeclared gaps {missing - declared}, stale declarations {declared - missing}"
+
+
+def test_megatron_bridge_rows_carry_their_recipe_audit(runs):
+    """Every Megatron-Bridge row whose table layout matches its release's performance preset
+    (data/reference/mbridge_recipe_audit.csv) states the preset's sharding, recompute, offload, TP overlap and
+    sequence parallelism; a row whose table contradicts the preset says so and leaves those fields to the search
+    unless the table itself stated them."""
+    audit_path = REPO / "data" / "reference" / "mbridge_recipe_audit.csv"
+    _, audit = _read(audit_path)
+    by_id = {r["run_id"]: r for r in runs}
+    assert {a["run_id"] for a in audit} == {i for i in by_id if i.startswith("mbridge")}
+    for a in audit:
+        r = by_id[a["run_id"]]
+        if a["table_agrees"] == "no":
+            assert "the table's layout does not match the release's performance preset" in r["source_detail"], a["run_id"]
+            continue
+        assert a["table_agrees"] == "yes", a["run_id"]
+        want = "full_shard" if a["megatron_fsdp"].lower() == "true" else "zero1"
+        assert r["sharding"] in (want, "ddp" if want == "zero1" else want), a["run_id"]
+        assert r["activation_checkpointing"] == a["recompute"], a["run_id"]
+        assert (r["offload_layers"] or "0") == a["cpu_offload_layers"], a["run_id"]
+        assert r["tp_comm_overlap"] == a["tp_comm_overlap"].lower(), a["run_id"]
+        assert r["sequence_parallel"] == a["sequence_parallel"].lower(), a["run_id"]
