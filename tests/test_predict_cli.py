@@ -73,6 +73,13 @@ def test_batch_keeps_row_order_and_count(cli, tmp_path):
      "--interleave: 3 must divide the layers per pipeline stage (8: 32 layers over pp 4)"),
     (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--interleave", "0"),
      "--interleave: expected a positive integer, got '0'"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--activation-offload", "4"),
+     "--activation-offload: h100-sxm has no published host-link bandwidth to price it"),
+    (("--hardware", "gb300-nvl72", "--accelerators", "64", "--model", "llama3-70b", "--pp", "4",
+      "--activation-offload", "20"), "--activation-offload: 20 must be below the layers of a pipeline stage (20: 80 "
+                                     "layers over pp 4)"),
+    (("--hardware", "gb300-nvl72", "--accelerators", "8", "--model", "llama3-8b", "--activation-offload", "-1"),
+     "--activation-offload: expected an integer >= 0, got '-1'"),
 ])
 def test_bad_options_exit_2_one_line(cli, args, needle):
     proc = cli("predict", *args, "--json")
@@ -185,3 +192,24 @@ def test_interleave_option_and_column_reach_the_layout(cli, tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]
     assert rows[0]["layout"]["interleave"] == 5 and rows[1]["layout"]["interleave"] in INTERLEAVE_SEARCH
+
+
+def test_activation_offload_option_and_column_reach_the_layout(cli, tmp_path):
+    """--activation-offload (and its CSV column) moves that many layers' activations to host memory: less memory
+    per GPU, the copies in the exposed communication, the host-link source in the calibration; absent, none."""
+    base = ("predict", "--hardware", "gb300-nvl72", "--accelerators", "64", "--model", "llama3-70b",
+            "--global-batch", "256", "--micro-batch", "2", "--precision", "fp8", "--sharding", "full_shard", "--tp",
+            "1", "--pp", "1", "--cp", "1", "--activation-checkpointing", "none", "--json")
+    none = json.loads(cli(*base).stdout)
+    off = json.loads(cli(*base, "--activation-offload", "20").stdout)
+    assert none["layout"]["offload_layers"] == 0 and off["layout"]["offload_layers"] == 20
+    assert off["memory_per_accelerator_GiB"] < none["memory_per_accelerator_GiB"] - 40
+    assert off["breakdown_s"]["exposed_comm"] > none["breakdown_s"]["exposed_comm"]
+    assert "issues/6491" in off["calibration"]["host_link"]
+    p = tmp_path / "s.csv"
+    p.write_text("hardware,accelerators,model,global_batch,micro_batch,precision,tp,pp,activation_offload\n"
+                 "gb300-nvl72,64,llama3-70b,256,2,fp8,1,1,20\ngb300-nvl72,64,llama3-70b,256,2,fp8,1,1,\n")
+    proc = cli("predict", "--batch", str(p), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    assert rows[0]["layout"]["offload_layers"] == 20 and rows[1]["layout"]["offload_layers"] == 0

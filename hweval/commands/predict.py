@@ -6,6 +6,7 @@ point the report and ``hweval cost`` call). Interface (issue 11, part 2)::
     hweval predict --hardware ID --accelerators N --model SPEC [--seq-len T] [--micro-batch M]
         [--global-batch B] [--precision bf16|fp8|fp16|fp32]
         [--sharding none|ddp|zero1|shard_grad_op|full_shard] [--tp N] [--pp N] [--interleave V] [--layout auto]
+        [--activation-offload L]
         [--activation-checkpointing none|selective|full] [--tokens N] [--pricing MODE] [--json]
     hweval predict --batch SCENARIOS.csv [--json]
 
@@ -41,9 +42,11 @@ BOOLS = ("true", "false")
 #: degree: each sequence split over cp ranks; searched when absent) and ``tp_comm_overlap`` (TP collectives
 #: pipelined with the GEMMs, as Transformer Engine userbuffers / async TP do; default false), and later
 #: ``interleave`` (virtual pipeline chunks per rank, Megatron's interleaved 1F1B; searched among 1, 2, 4 when absent)
+#: and ``activation_offload`` (layers per pipeline stage whose saved activations go to host memory, Megatron's
+#: ``cpu_offloading_num_layers``; default 0, never searched)
 COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "global_batch", "precision", "sharding",
            "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing", "cp", "tp_comm_overlap",
-           "interleave")
+           "interleave", "activation_offload")
 INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp", "cp", "interleave")
 CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpointing": RECOMPUTE,
            "layout": LAYOUTS, "pricing": MODES, "tp_comm_overlap": BOOLS}
@@ -51,6 +54,7 @@ CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpoin
 TYPES: dict[str, P.Type] = {
     **{c: P.Int(min=1) for c in INT_FIELDS},
     "tokens": P.Float(min=0, min_open=True),
+    "activation_offload": P.Int(min=0),
     **{c: P.Str(choices=tuple(v)) for c, v in CHOICES.items()},
 }
 
@@ -109,6 +113,16 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
         if stage and stage % out["interleave"]:
             raise err("interleave", f"{out['interleave']} must divide the layers per pipeline stage ({stage}: "
                                     f"{out['spec'].n_layers} layers over pp {out['pp']})")
+    if out["activation_offload"]:
+        stage = out["spec"].n_layers / (out["pp"] or 1)
+        if out["activation_offload"] >= stage:
+            raise err("activation_offload", f"{out['activation_offload']} must be below the layers of a pipeline "
+                                            f"stage ({stage:g}: {out['spec'].n_layers} layers over pp {out['pp'] or 1})")
+        from hwmodels.predict.calibration import calibrate
+        if calibrate(catalog.get(out["hardware"])).host_link is None:
+            raise err("activation_offload", f"{out['hardware']} has no published host-link bandwidth to price it "
+                                            f"(data/calibration/published.csv, host_copy_GBps); valid here: 0")
+    out["activation_offload"] = out["activation_offload"] or 0
     if out["cp"] and out["spec"].seq_len % out["cp"]:
         raise err("cp", f"cp {out['cp']} must divide the sequence length ({out['spec'].seq_len})")
     out["tp_comm_overlap"] = out["tp_comm_overlap"] == "true"
@@ -162,7 +176,7 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
                           activation_checkpointing=sc["activation_checkpointing"],
                           layout=sc["layout"] or "auto", tokens=sc["tokens"], pricing=sc["pricing"],
                           calibration=cal, cp=sc["cp"], tp_comm_overlap=sc["tp_comm_overlap"],
-                          interleave=sc["interleave"])
+                          interleave=sc["interleave"], offload_layers=sc["activation_offload"])
     except ModelInputError as exc:
         raise InputError(f"{where}{exc}") from None
     if not isinstance(res, SearchResult):
@@ -279,6 +293,9 @@ def note_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--pp", help="Pipeline-parallel degree.")
 @click.option("--interleave", help="Virtual pipeline chunks per rank (interleaved 1F1B; needs pp > 1; searched "
                                    "among 1, 2, 4 when absent).")
+@click.option("--activation-offload", help="Layers per pipeline stage whose saved activations go to host memory "
+                                          "(Megatron cpu_offloading_num_layers; default 0; priced at the node's "
+                                          "published host-link rate).")
 @click.option("--cp", help="Context-parallel degree (each sequence split over cp ranks; searched when absent).")
 @click.option("--tp-comm-overlap", help="true | false (default): TP collectives pipelined with the GEMMs.")
 @click.option("--layout", help="auto (default: search what is not given) | fixed.")

@@ -258,13 +258,14 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
                 tokens: float | None = None, pricing: str | None = None, points: Iterable[KernelPoint] = (),
                 calibration: Calibration | None = None, eta: float | None = None,
                 error_path: Path | None = None, catalog: Any = None, cp: int | None = None,
-                tp_comm_overlap: bool = False) -> Prediction | SearchResult:
+                tp_comm_overlap: bool = False, offload_layers: int = 0) -> Prediction | SearchResult:
     """One job: a fixed layout when tp, pp, sharding, micro-batch and recompute are all given and
     ``layout != "auto"``; else the layout search. ``hardware`` is a catalog id or a ``NodeType``.
 
     ``cp``: the context-parallel degree (searched when None); ``tp_comm_overlap``: TP collectives pipelined with
     the GEMMs (``Layout.tp_comm_overlap``, off by default); ``interleave``: virtual pipeline chunks per rank
-    (searched when None; 1 for a fixed layout).
+    (searched when None; 1 for a fixed layout); ``offload_layers``: each pipeline stage's saved activations of that
+    many layers go to host memory (``Layout.offload_layers``; 0 = none; the search does not choose it).
 
     Returns a :class:`Prediction` (fixed layout) or a :class:`SearchResult`.
     The cost uses ``node.price_per_hour(pricing) / accelerators_per_node`` per accelerator-hour; a committed
@@ -297,7 +298,7 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
             raise ModelInputError(f"tp x pp x cp ({tp} x {pp} x {c}) must divide accelerators ({accelerators})")
         lay = Layout(dp=dp, tp=tp, pp=pp, interleave=interleave or 1, micro_batch=micro_batch, sharding=sharding,
                      recompute=activation_checkpointing, sequence_parallel=tp > 1, precision=precision, cp=c,
-                     tp_comm_overlap=tp_comm_overlap and tp > 1)
+                     tp_comm_overlap=tp_comm_overlap and tp > 1, offload_layers=offload_layers)
         return make_prediction(spec, cal, lay, hardware=node.id, accelerators=accelerators, global_batch=gb,
                                seq_len=seq, tokens=tokens, usd_per_accelerator_hour=price, pricing=pricing, eta=eta,
                                error_path=error_path, min_billed_hours=billed)
@@ -305,7 +306,7 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
                   precision=precision, tp=tp, pp=pp, sharding=sharding, micro_batch=micro_batch,
                   recompute=activation_checkpointing, tokens=tokens, usd_per_accelerator_hour=price,
                   pricing=pricing, eta=eta, error_path=error_path, min_billed_hours=billed, cp=cp,
-                  tp_comm_overlap=tp_comm_overlap, interleave=interleave)
+                  tp_comm_overlap=tp_comm_overlap, interleave=interleave, offload_layers=offload_layers)
 
 
 def search_all(spec: ModelSpec, catalog: Iterable[Any], *, accelerators: int, **kw: Any) -> dict[str, SearchResult]:
