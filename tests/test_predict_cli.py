@@ -207,8 +207,9 @@ def test_activation_offload_option_and_column_reach_the_layout(cli, tmp_path):
     assert off["breakdown_s"]["exposed_comm"] > none["breakdown_s"]["exposed_comm"]
     assert "issues/6491" in off["calibration"]["host_link"]
     p = tmp_path / "s.csv"
-    p.write_text("hardware,accelerators,model,global_batch,micro_batch,precision,tp,pp,activation_offload\n"
-                 "gb300-nvl72,64,llama3-70b,256,2,fp8,1,1,20\ngb300-nvl72,64,llama3-70b,256,2,fp8,1,1,\n")
+    p.write_text("hardware,accelerators,model,global_batch,micro_batch,precision,tp,pp,activation_checkpointing,"
+                 "activation_offload\n"
+                 "gb300-nvl72,64,llama3-70b,256,2,fp8,1,1,none,20\ngb300-nvl72,64,llama3-70b,256,2,fp8,1,1,none,\n")
     proc = cli("predict", "--batch", str(p), "--json")
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]

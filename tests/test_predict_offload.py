@@ -9,7 +9,7 @@ import pytest
 
 from hwmodels.catalog import default_catalog
 from hwmodels.errors import ModelInputError
-from hwmodels.predict import Layout, calibrate, preset, step_times
+from hwmodels.predict import Layout, calibrate, preset, search, step_times
 from hwmodels.predict.calibration import Rate
 from hwmodels.predict.memory import estimate, saved_bytes_per_layer
 
@@ -95,3 +95,28 @@ def test_host_link_is_the_slower_direction_of_all_accelerators_copying_at_once(g
     assert link("one.csv", (200, "d2h", "one"), (210, "h2d", "one")) is None
     assert link("half.csv", (200, "d2h", "all"), (150, "h2d", "one")) is None  # one direction only
     assert link("all.csv", (200, "d2h", "all"), (180, "h2d", "all")).value == pytest.approx(180e9)
+
+
+def test_the_search_tries_offload_beside_recomputation_where_a_host_link_is_known(gb300, cat):
+    """70B FP8 on 64 GB300 with Megatron-FSDP at micro-batch 2 (NVIDIA's Megatron-Bridge recipe): nothing fits
+    without recomputation or offload; the search's fastest offloads part of the layers instead of recomputing
+    (the recipe offloads 20), and says so in a note. Without the option, or with recompute stated, or on a node
+    without a host-link figure, it recomputes as before."""
+    from hwmodels.predict.search import _offload_ladder
+
+    assert _offload_ladder(80) == [10, 20, 30, 40, 50, 60] and _offload_ladder(2) == [1]
+    s = preset("llama3-70b")
+    job = dict(hardware="gb300-nvl72", accelerators=64, global_batch=256, precision="fp8", tp=1, pp=1, cp=1,
+               sharding="full_shard", micro_batch=2)
+    res = search(s, gb300, **job)
+    best = res.best.layout
+    assert best.offload_layers > 0 and best.recompute == "none" and res.best.memory.fits
+    assert any(n.startswith("activation offload:") for n in res.best.notes)
+    plain = search(s, gb300, search_offload=False, **job).best
+    assert plain.layout.offload_layers == 0 and plain.layout.recompute == "full"
+    assert res.best.tokens_per_s > plain.tokens_per_s
+    stated = search(s, gb300, recompute="full", **job).best
+    assert stated.layout.offload_layers == 0
+    h100 = calibrate(cat.get("h100-sxm"))
+    for p in (search(s, h100, **{**job, "hardware": "h100-sxm", "precision": "fp8", "tp": 8}).best,):
+        assert p is None or p.layout.offload_layers == 0

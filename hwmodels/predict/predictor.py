@@ -782,6 +782,12 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     record = memory_record_note(hardware, error_path)
     if record:
         notes.append(record)
+    if layout.offload_layers and cal.host_link is not None:
+        notes.append(f"activation offload: {layout.offload_layers} of each stage's {spec.n_layers / layout.pp:g} "
+                     f"layers keep their activations in host memory, copied over the host link at "
+                     f"{cal.host_link.value / 1e9:.0f} GB/s per accelerator ({cal.host_link.kind}, +-"
+                     f"{cal.host_link.rel_sigma:.0%}); the copies' exposed time is in exposed_comm (the "
+                     f"published runs that offload: benchmarks/README.md, session 10)")
     notes += regime_bias_notes({"seq_len": seq, "params_B": spec.n_params() / 1e9, "accelerators": accelerators,
                                 "precision": layout.precision, "hardware": hardware}, error_path)
     calib = dict(cal.sources())

@@ -37,6 +37,11 @@ RECOMPUTE_ORDER = (("none", 1.0), ("selective", 1.0), ("full", 0.25), ("full", 0
 #: over ranks, which frameworks use from 8k tokens up (NeMo's Llama 3 70B/405B recipes: CP 2 at 8k; MLPerf Llama 3.1
 #: 8B/405B at 8k: CP 2); below CP_MIN_SEQ tokens only 1
 CP_SEARCH = (1, 2, 4)
+#: Shares of a stage's layers whose activations the search tries offloading to host memory (``Layout.offload_layers``,
+#: rounded, below the stage's layer count) where the node has a host-link figure (``Calibration.host_link``) and
+#: recompute is not stated: NVIDIA's GB200/GB300 Megatron-Bridge recipes offload 20-40 of 80 layers instead of
+#: recomputing (data/reference/mbridge_recipe_audit.csv)
+OFFLOAD_SHARES = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75)
 CP_MIN_SEQ = 8192
 DEFAULT_TOKENS_PER_BATCH = 4 * 1024 * 1024  # default global batch: ~4M tokens (GPT-3 175B used 3.2M, Llama 3 4-16M)
 
@@ -106,7 +111,7 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
           tp: int | None, pp: int | None, sharding: str | None, micro_batch: int | None, recompute: str | None,
           factors: Any, attention: str, interleave: int | None, tp_comm_overlap: bool, dp_comm_overlap: bool,
           cp: int | None, capacity: float, top: int, quantized_saves: bool, offload_layers: int = 0,
-          memo: dict | None = None) -> tuple[list[tuple[float, Layout, Any]], int, int, Any]:
+          search_offload: bool = True, memo: dict | None = None) -> tuple[list[tuple[float, Layout, Any]], int, int, Any]:
     """The ``top`` fastest layouts whose memory estimate is at most ``capacity`` bytes, fastest first, as
     (seconds per sequence, layout, StepTimes); with the count considered, the count fitting and the least-memory
     (layout, estimate) seen. ``memo``: the per-layer costs of the lower bound, shared by scans of one job."""
@@ -133,10 +138,20 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
                     break  # a stage this short cannot offload that many layers (memory.offloaded_layers)
                 lay0 = replace(lay0, offload_layers=offload_layers)
             found = False
-            for rc in rcs:
+            # with a host link and no stated offload or recompute, offloading some layers' activations (recompute
+            # none) is tried between no recomputation and recomputation: each ladder is walked to its first fit
+            offs = (_offload_ladder(spec.n_layers / lay0.pp) if search_offload and offload_layers == 0
+                    and recompute is None and cal.host_link is not None else [])
+            cands = [(rcs[0], 0)] + [(rcs[0], k) for k in offs] + [(rc, 0) for rc in rcs[1:]]
+            fit_offload = False
+            for rc, k in cands:
+                if k and fit_offload:
+                    continue  # the first offload that fits is the cheapest of its ladder
                 considered += 1
                 lay = lay0 if rc == (lay0.recompute, lay0.recompute_layers) else replace(
                     lay0, recompute=rc[0], recompute_layers=rc[1])
+                if k:
+                    lay = replace(lay, offload_layers=k)
                 if len(scored) >= top:
                     # compute-only lower bound per sequence: communication can only add to it
                     bound = _lower_bound(spec, cal, lay, gb, seq, factors.eta, memo, attention)
@@ -157,11 +172,21 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
                     scored.sort(key=lambda x: x[0])
                     del scored[top:]
                     kth = scored[-1][0]
+                if k:
+                    fit_offload = True  # an offload fits: recomputation is tried too, and the faster kept
+                    continue
                 break  # more recomputation only adds time
             if not found:
                 break  # a larger micro-batch needs more memory still
     scored.sort(key=lambda x: x[0])
     return scored, considered, fitting, best_mem
+
+
+def _offload_ladder(stage_layers: float) -> list[int]:
+    """Offloaded-layer counts the search tries on a stage of ``stage_layers`` layers (OFFLOAD_SHARES, distinct,
+    ascending, at least 1 and below the stage's layers)."""
+    n = int(stage_layers)
+    return sorted({k for k in (round(f * stage_layers) for f in OFFLOAD_SHARES) if 1 <= k < n})
 
 
 def default_global_batch(seq_len: int) -> int:
@@ -176,7 +201,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
            interleave: int | None = None, tp_comm_overlap: bool = False, dp_comm_overlap: bool = True,
            cp: int | None = None, memory_safe: bool = True, memory_error_path: Path | None = None,
-           quantized_saves: bool = True, offload_layers: int = 0) -> SearchResult:
+           quantized_saves: bool = True, offload_layers: int = 0, search_offload: bool = True) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
     attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax);
     ``tp_comm_overlap``: the framework pipelines TP collectives with the GEMMs (``Layout.tp_comm_overlap``; off by
@@ -184,7 +209,9 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     DDP/ZeRO-1 gradients reduced under the last backward (``Layout.dp_comm_overlap``, on by default);
     ``quantized_saves``: fp8/fp4 linears keep quantized inputs for the backward (``Layout.quantized_saves``, TE's
     way, on by default); ``offload_layers``: each stage's saved activations of that many layers go to host memory
-    (``Layout.offload_layers``; layouts whose stages have no more layers than that are skipped); ``cp``: a
+    (``Layout.offload_layers``; layouts whose stages have no more layers than that are skipped); ``search_offload``:
+    where the node has a host-link figure and neither offload nor recompute is given, offloading a share of each
+    stage's layers (OFFLOAD_SHARES) is tried as well as recomputation, and the faster kept; ``cp``: a
     stated context-parallel degree; when not stated, CP_SEARCH for sequences of CP_MIN_SEQ tokens and more, else 1.
 
     ``memory_safe``: also return the fastest layout that fits with the memory model's held-out q90 error as
@@ -199,7 +226,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                sharding=sharding, micro_batch=micro_batch, recompute=recompute, factors=factors,
                attention=attention, interleave=interleave, tp_comm_overlap=tp_comm_overlap,
                dp_comm_overlap=dp_comm_overlap, cp=cp, quantized_saves=quantized_saves,
-               offload_layers=offload_layers, memo={})
+               offload_layers=offload_layers, search_offload=search_offload, memo={})
     scored, considered, fitting, best_mem = _scan(**job, capacity=cap, top=top)
     if not scored:
         return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem)
