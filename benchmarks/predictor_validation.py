@@ -769,13 +769,17 @@ PROSPECTIVE = {"a840a7a": (
     # FP8; GB300 x 512 and x 2,048 Llama 3.1 405B NVFP4), configs read and predictions committed at 0cdee9e
     # (data/reference/preregistered/mlperf60_nvidia_scale.*) before any result file was opened
     "0cdee9e": ("mlperf60-nvidia-gb200-llama3-8b-g1024", "mlperf60-nvidia-gb300-llama3-8b-g512",
-                "mlperf60-nvidia-gb300-llama3-405b-g512-fp4", "mlperf60-nvidia-gb300-llama3-405b-g2048-fp4")}
+                "mlperf60-nvidia-gb300-llama3-405b-g512-fp4", "mlperf60-nvidia-gb300-llama3-405b-g2048-fp4"),
+    # MLPerf Training v6.0, Azure's 8,192-GPU GB200 Llama 3.1 405B NVFP4, configs read and predictions committed at
+    # 1f0ab97 for every plausible global batch (data/reference/preregistered/mlperf60_azure_gb200_8192.*) before any
+    # result line was read
+    "1f0ab97": ("mlperf60-azure-gb200-llama3-405b-g8192-fp4",)}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
-                               "e8c226b", "352e8f3", "91b61d7", "0cdee9e")
+                               "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
