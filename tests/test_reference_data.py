@@ -73,6 +73,8 @@ def test_training_runs_schema_and_values(runs):
         assert _num(r, "seq_len") is not None, rid
         for col in ("global_batch", "micro_batch", "dp", "tp", "pp", "cp", "interleave", "year"):
             _num(r, col)
+        off = r["offload_layers"]
+        assert off == "" or (off.isdigit() and int(off) > 0), (rid, "offload_layers: empty or a positive integer")
         assert r["precision"] in PREDICT_PRECISIONS, rid
         assert r["sharding"] in {"", "none", "ddp", "zero1", "shard_grad_op", "full_shard"}, rid
         assert r["activation_checkpointing"] in {"", "none", "selective", "full"}, rid
