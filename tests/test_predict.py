@@ -1764,3 +1764,27 @@ def test_same_die_nodes_share_kernel_figures_at_the_same_fraction_of_peak(cat, t
     y = replace(cat.get("b300"), id="b300-y", same_die_as="b400")
     with pytest.raises(ModelInputError, match=r"b300-y: die\.same_as: unknown node 'b400'; valid choices: .*b300"):
         calibrate(y, catalog=cat.with_node(y))
+
+
+def test_a_pipeline_that_needs_the_embedding_and_loss_slots_balances_the_head(cat):
+    """Megatron needs the layers to divide over the pipeline chunks; where they do not and two more would (Llama 3.1
+    405B: 126 layers on PP 16 x VP 8), the embedding and the loss take a layer's slot each, so the last stage runs
+    one layer fewer beside the LM head and the slowest stage is a full one, not a full one plus the head."""
+    from hwmodels.predict.predictor import asymmetric_split
+
+    assert asymmetric_split(126, 16, 8) and asymmetric_split(126, 8, 4) and asymmetric_split(30, 4, 1)
+    assert not asymmetric_split(80, 4, 5) and not asymmetric_split(126, 18, 7) and not asymmetric_split(30, 1, 1)
+    assert not asymmetric_split(29, 4, 1)  # neither divides: uneven stages, the slowest with ceil(L/pp) + head
+    cal = calibrate(cat.get("h100-sxm"))
+    base = "d_model=4096,n_heads=32,n_kv_heads=8,ffn_dim=14336,glu=true,vocab=128256,n_layers="
+    lay = Layout(dp=2, tp=1, pp=4, micro_batch=1, sharding="zero1", recompute="none")
+
+    def compute(n_layers):
+        st = step_times(parse_spec(base + str(n_layers)).with_seq_len(4096), cal, lay, global_batch=16)
+        return st.compute / st.microbatches
+
+    layer = compute(32) - compute(28)  # both divide by 4: 8 vs 7 layers a stage, each with the head
+    head = compute(32) - 8 * layer
+    assert head > 0
+    assert compute(30) == pytest.approx(max(8 * layer, 7 * layer + head))  # 30 + 2 slots = 8 a stage
+    assert compute(30) < compute(32)

@@ -225,6 +225,16 @@ def _offload_cost(spec: ModelSpec, cal: Calibration, layout: Layout, *, seq: int
     return exposed, 2.0 * t
 
 
+def asymmetric_split(n_layers: int, pp: int, v: int) -> bool:
+    """True when a pipeline of ``pp`` stages x ``v`` chunks can hold ``n_layers`` only with the embedding and the
+    loss counted as one layer slot each (Megatron-Core ``account_for_embedding_in_pipeline_split`` /
+    ``account_for_loss_in_pipeline_split``, MLPerf's ``ASYM_PP_EMBED`` / ``ASYM_PP_LOSS``): Megatron needs the layers
+    to divide evenly over the chunks, so a stated layout where ``n_layers`` does not and ``n_layers + 2`` does runs
+    that way (Llama 3.1 405B's 126 layers on PP 8 x VP 4, 8 x 8 or 16 x 8)."""
+    chunks = pp * v
+    return pp > 1 and n_layers % chunks != 0 and (n_layers + 2) % chunks == 0
+
+
 def _grad_window_mbs(pp: int, v: int, m: int) -> float:
     """Micro-batch backward passes of a stage that its bucketed DDP/ZeRO-1 gradient reduction can hide under.
 
@@ -279,6 +289,11 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     cf, cb = (cf - af) / eta + af, (cb - ab) / eta + ab
     c_stage = stage_layers * (cf + cb) + (hf + hb) / eta
     m_stage = (stage_layers * (mf + mbw) + hmf + hmb) / eta
+    if asymmetric_split(L, pp, v):
+        # the embedding and the loss take a layer's slot each: the last stage runs one layer fewer beside the head,
+        # and the slowest stage is the larger of a full stage and that one
+        c_stage = max(stage_layers * (cf + cb), c_stage - (cf + cb))
+        m_stage = max(stage_layers * (mf + mbw) / eta, m_stage - (mf + mbw) / eta)
     tp_layer = tpc / comm_eff
     tp_exposed_layer = tp_layer
     if layout.tp_comm_overlap and tp > 1:  # chunked and pipelined with the layer's GEMMs (not the attention core)
