@@ -1788,3 +1788,23 @@ def test_a_pipeline_that_needs_the_embedding_and_loss_slots_balances_the_head(ca
     assert head > 0
     assert compute(30) == pytest.approx(max(8 * layer, 7 * layer + head))  # 30 + 2 slots = 8 a stage
     assert compute(30) < compute(32)
+
+
+def test_the_search_lower_bound_never_exceeds_the_step_it_bounds(cat):
+    """The search prunes a layout whose compute-only lower bound per sequence cannot beat its current top; the bound
+    must stay below the priced step time, with the asymmetric pipeline split too (126 layers on PP 8/16 x VP 1-8)."""
+    from hwmodels.predict.predictor import asymmetric_split
+    from hwmodels.predict.search import _lower_bound
+
+    cal = calibrate(cat.get("gb200-nvl72"))
+    s = preset("llama3-405b")
+    seen_asym = 0
+    for pp, v in ((8, 1), (8, 2), (8, 4), (8, 8), (16, 8), (18, 7), (7, 2)):
+        lay = Layout(dp=2, tp=4, pp=pp, interleave=v, micro_batch=1, sharding="zero1", recompute="none",
+                     sequence_parallel=True, precision="fp8")
+        st = step_times(s, cal, lay, global_batch=64, eta=0.9)
+        # the bound counts compute, memory-bound time and the bubble only: it must stay below even those
+        no_comm = (st.compute + st.memory_bound + st.bubble) / (st.microbatches * lay.dp * lay.micro_batch)
+        assert _lower_bound(s, cal, lay, 64, s.seq_len, 0.9, {}) <= no_comm * (1 + 1e-9), (pp, v)
+        seen_asym += asymmetric_split(s.n_layers, pp, v)
+    assert seen_asym >= 4

@@ -25,8 +25,8 @@ from hwmodels.predict.calibration import Calibration, KernelPoint, calibrate
 from hwmodels.predict.layout import Layout, enumerate_layouts
 from hwmodels.predict.memory import GiB
 from hwmodels.predict.ops import local_seq
-from hwmodels.predict.predictor import (Prediction, _head_cost, framework_factors, layer_cost, layout_memory,
-                                        make_prediction, memory_held_out_error, search_optimism,
+from hwmodels.predict.predictor import (Prediction, _head_cost, asymmetric_split, framework_factors, layer_cost,
+                                        layout_memory, make_prediction, memory_held_out_error, search_optimism,
                                         step_times)
 from hwmodels.predict.spec import ModelSpec
 
@@ -102,6 +102,8 @@ def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: i
         costs = memo[key] = (cf + cb + mf + mb - af - ab, hf + hb + hmf + hmb, af + ab)
     layers = -(-spec.n_layers // lay.pp)
     stage = (layers * costs[0] + costs[1]) / eta + layers * costs[2]  # attention is not divided (step_times)
+    if asymmetric_split(spec.n_layers, lay.pp, lay.interleave):  # the last stage runs one layer fewer (step_times)
+        stage = max(layers * (costs[0] / eta + costs[2]), stage - (costs[0] / eta + costs[2]))
     m = -(-gb // (lay.dp * lay.micro_batch))
     t = stage * (m + ((lay.pp - 1) / lay.interleave if lay.pp > 1 else 0.0))
     return t / (m * lay.dp * lay.micro_batch)
