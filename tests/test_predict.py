@@ -1808,3 +1808,27 @@ def test_the_search_lower_bound_never_exceeds_the_step_it_bounds(cat):
         assert _lower_bound(s, cal, lay, 64, s.seq_len, 0.9, {}) <= no_comm * (1 + 1e-9), (pp, v)
         seen_asym += asymmetric_split(s.n_layers, pp, v)
     assert seen_asym >= 4
+
+
+def test_a_searched_best_matmul_shape_keeps_its_k_falloff(cat, tmp_path):
+    """A published matmul figure is divided by the tile model's shape factor to give the ceiling. For a brute-force
+    search's best shape (statistic=best_shape_mean) only the tile/wave terms are undone: the search tried larger K
+    and found this K fastest, so the K falloff cost it nothing there. A figure at a given shape (timeit_mean) has
+    its K term undone too."""
+    from hwmodels.predict.calibration import _gemm_eff, _units, k_half
+
+    node = cat.get("gb200-nvl72")
+    peak = {d: p.dense_flops_per_s for d, p in node.peaks.items()}
+    head = "node_id,quantity,value,unit,condition,framework,source,source_detail,as_of\n"
+    row = "gb200-nvl72,matmul_tflops,3000,TFLOP/s,dtype=fp8;m=19456;n=5120;k=1536;statistic={st},f,s,d,2026-01-01\n"
+    got = {}
+    for st in ("best_shape_mean", "timeit_mean"):
+        path = tmp_path / f"{st}.csv"
+        path.write_text(head + row.format(st=st))
+        got[st] = calibrate(node, published_csv=path).matmul_eff_max["fp8"].value
+    raw = 3000e12 / peak["fp8"]
+    tiles = _gemm_eff(_units(node), 1.0, 19456, 5120, 1536, 0.0)
+    full = _gemm_eff(_units(node), 1.0, 19456, 5120, 1536, k_half(peak, "fp8"))
+    assert got["best_shape_mean"] == pytest.approx(raw / tiles)
+    assert got["timeit_mean"] == pytest.approx(raw / full)
+    assert got["timeit_mean"] > got["best_shape_mean"]
