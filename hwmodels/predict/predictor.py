@@ -201,7 +201,7 @@ def layout_memory(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_b
                     offload_layers=layout.offload_layers)
 
 
-def _offload_cost(spec: ModelSpec, cal: Calibration, layout: Layout, *, seq: int, eta: float, fwd_s: float,
+def _offload_cost(spec: ModelSpec, cal: Calibration, layout: Layout, *, seq: int, fwd_s: float,
                   bwd_s: float) -> tuple[float, float]:
     """(exposed, total) seconds per micro-batch of activation offload (``layout.offload_layers``): the saved
     activations of that many layers go to host memory over the host link during the forward pass (``fwd_s``, a
@@ -213,8 +213,8 @@ def _offload_cost(spec: ModelSpec, cal: Calibration, layout: Layout, *, seq: int
         return 0.0, 0.0
     off = offloaded_layers(layout.offload_layers, spec.n_layers / layout.pp)
     if cal.host_link is None:
-        raise ModelInputError(f"layout.offload_layers: {cal.node_id} has no host-link bandwidth (catalog [links] "
-                              f"host_link_GBps, or a published host_copy_GBps row); valid here: 0")
+        raise ModelInputError(f"layout.offload_layers: {cal.node_id} has no host-link bandwidth (a published "
+                              f"host_copy_GBps row in data/calibration/published.csv); valid here: 0")
     per_layer = saved_bytes_per_layer(spec, micro_batch=layout.micro_batch, seq_len=seq, tp=layout.tp,
                                       sp=layout.sequence_parallel, recompute=layout.recompute,
                                       recompute_layers=layout.recompute_layers, selective_saves=layout.selective_saves,
@@ -384,8 +384,8 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
             dp_total += m * stage_layers * (per_unit_fwd + per_unit_bwd)
     hidden = max(dp_total - dp_exposed, 0.0) + m * stage_layers * (tp_layer - tp_exposed_layer
                                                                     + cp_layer - cp_exposed_layer)
-    off_exposed, off_total = _offload_cost(spec, cal, layout, seq=s_loc, eta=eta,
-                                           fwd_s=stage_layers * (cf + mf / eta), bwd_s=stage_layers * (cb + mbw / eta))
+    off_exposed, off_total = _offload_cost(spec, cal, layout, seq=s_loc, fwd_s=stage_layers * (cf + mf / eta),
+                                           bwd_s=stage_layers * (cb + mbw / eta))
     exposed = m * (layer_comm + p2p + off_exposed) + dp_exposed + overlap_cost * hidden
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     host = 0.0
