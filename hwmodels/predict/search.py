@@ -37,12 +37,12 @@ RECOMPUTE_ORDER = (("none", 1.0), ("selective", 1.0), ("full", 0.25), ("full", 0
 #: over ranks, which frameworks use from 8k tokens up (NeMo's Llama 3 70B/405B recipes: CP 2 at 8k; MLPerf Llama 3.1
 #: 8B/405B at 8k: CP 2); below CP_MIN_SEQ tokens only 1
 CP_SEARCH = (1, 2, 4)
+CP_MIN_SEQ = 8192
 #: Shares of a stage's layers whose activations the search tries offloading to host memory (``Layout.offload_layers``,
 #: rounded, below the stage's layer count) where the node has a host-link figure (``Calibration.host_link``) and
 #: recompute is not stated: NVIDIA's GB200/GB300 Megatron-Bridge recipes offload 20-40 of 80 layers instead of
 #: recomputing (data/reference/mbridge_recipe_audit.csv)
 OFFLOAD_SHARES = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75)
-CP_MIN_SEQ = 8192
 DEFAULT_TOKENS_PER_BATCH = 4 * 1024 * 1024  # default global batch: ~4M tokens (GPT-3 175B used 3.2M, Llama 3 4-16M)
 
 
@@ -113,7 +113,8 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
           tp: int | None, pp: int | None, sharding: str | None, micro_batch: int | None, recompute: str | None,
           factors: Any, attention: str, interleave: int | None, tp_comm_overlap: bool, dp_comm_overlap: bool,
           cp: int | None, capacity: float, top: int, quantized_saves: bool, offload_layers: int = 0,
-          search_offload: bool = True, memo: dict | None = None) -> tuple[list[tuple[float, Layout, Any]], int, int, Any]:
+          search_offload: bool = True,
+          memo: dict | None = None) -> tuple[list[tuple[float, Layout, Any]], int, int, Any]:
     """The ``top`` fastest layouts whose memory estimate is at most ``capacity`` bytes, fastest first, as
     (seconds per sequence, layout, StepTimes); with the count considered, the count fitting and the least-memory
     (layout, estimate) seen. ``memo``: the per-layer costs of the lower bound, shared by scans of one job."""
