@@ -43,7 +43,8 @@ BOOLS = ("true", "false")
 #: pipelined with the GEMMs, as Transformer Engine userbuffers / async TP do; default false), and later
 #: ``interleave`` (virtual pipeline chunks per rank, Megatron's interleaved 1F1B; searched among 1, 2, 4 when absent)
 #: and ``activation_offload`` (layers per pipeline stage whose saved activations go to host memory, Megatron's
-#: ``cpu_offloading_num_layers``; default 0, never searched)
+#: ``cpu_offloading_num_layers``; absent or 0: none stated, and the search may choose it beside recomputation where the
+#: node has a host-link figure)
 COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "global_batch", "precision", "sharding",
            "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing", "cp", "tp_comm_overlap",
            "interleave", "activation_offload")

@@ -295,7 +295,8 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
     ``cp``: the context-parallel degree (searched when None); ``tp_comm_overlap``: TP collectives pipelined with
     the GEMMs (``Layout.tp_comm_overlap``, off by default); ``interleave``: virtual pipeline chunks per rank
     (searched when None; 1 for a fixed layout); ``offload_layers``: each pipeline stage's saved activations of that
-    many layers go to host memory (``Layout.offload_layers``; 0 = none; the search does not choose it).
+    many layers go to host memory (``Layout.offload_layers``; 0 = none stated: the search may choose it, ``search``'s
+    ``search_offload``).
 
     Returns a :class:`Prediction` (fixed layout) or a :class:`SearchResult`.
     The cost uses ``node.price_per_hour(pricing) / accelerators_per_node`` per accelerator-hour; a committed
