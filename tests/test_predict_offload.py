@@ -10,7 +10,7 @@ import pytest
 from hwmodels.catalog import default_catalog
 from hwmodels.errors import ModelInputError
 from hwmodels.predict import Layout, calibrate, preset, search, step_times
-from hwmodels.predict.calibration import Rate
+from hwmodels.predict.calibration import Rate, host_link_rate
 from hwmodels.predict.memory import estimate, saved_bytes_per_layer
 
 
@@ -80,6 +80,7 @@ def test_offload_needs_a_host_link_figure(cat):
 
 def test_host_link_is_the_slower_direction_of_all_accelerators_copying_at_once(gb300, cat, tmp_path):
     assert gb300.host_link.value == pytest.approx(168.60e9)
+    assert host_link_rate("gb300-nvl72") == gb300.host_link and host_link_rate("h100-sxm") is None
     assert "host_to_all" in gb300.host_link.source and gb300.sources()["host_link"].startswith("published")
     gb200 = calibrate(cat.get("gb200-nvl72"))
     assert gb200.host_link.rel_sigma > gb300.host_link.rel_sigma and "carried" in gb200.host_link.source

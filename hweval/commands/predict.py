@@ -119,8 +119,8 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
         if out["activation_offload"] >= stage:
             raise err("activation_offload", f"{out['activation_offload']} must be below the layers of a pipeline "
                                             f"stage ({stage:g}: {out['spec'].n_layers} layers over pp {out['pp'] or 1})")
-        from hwmodels.predict.calibration import calibrate
-        if calibrate(catalog.get(out["hardware"])).host_link is None:
+        from hwmodels.predict.calibration import host_link_rate
+        if host_link_rate(out["hardware"]) is None:
             raise err("activation_offload", f"{out['hardware']} has no published host-link bandwidth to price it "
                                             f"(data/calibration/published.csv, host_copy_GBps); valid here: 0")
     out["activation_offload"] = out["activation_offload"] or 0

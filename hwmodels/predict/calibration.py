@@ -797,6 +797,12 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
     )
 
 
+def host_link_rate(node_id: str, published_csv: Path | None = None) -> Rate | None:
+    """The host <-> device copy rate :func:`calibrate` gives ``node_id`` (``Calibration.host_link``), without the
+    rest of its calibration: what an input check needs to know whether activation offload can be priced."""
+    return _host_link(_published_rows(node_id, published_csv))
+
+
 def _host_link(pub: list[dict[str, str]]) -> Rate | None:
     """The node's host <-> device copy rate per accelerator from its published ``host_copy_GBps`` rows (condition
     ``direction=d2h|h2d``; ``concurrent=all``: every accelerator of the node copying at once, as activation offload
