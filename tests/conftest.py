@@ -12,6 +12,14 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="module")
+def cat():
+    """The default hardware catalog (hwmodels.catalog), shared by the predictor tests."""
+    from hwmodels.catalog import default_catalog
+
+    return default_catalog()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_store(tmp_path_factory, monkeypatch):
     store = tmp_path_factory.mktemp("store")

@@ -24,11 +24,6 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def cat():
-    return default_catalog()
-
-
-@pytest.fixture(scope="module")
 def a100(cat):
     return calibrate(cat.get("a100-80gb-sxm"))
 

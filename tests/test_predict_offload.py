@@ -7,16 +7,10 @@ import dataclasses
 
 import pytest
 
-from hwmodels.catalog import default_catalog
 from hwmodels.errors import ModelInputError
 from hwmodels.predict import Layout, calibrate, preset, search, step_times
 from hwmodels.predict.calibration import Rate, host_link_rate
 from hwmodels.predict.memory import estimate, saved_bytes_per_layer
-
-
-@pytest.fixture(scope="module")
-def cat():
-    return default_catalog()
 
 
 @pytest.fixture(scope="module")
