@@ -1827,3 +1827,26 @@ def test_a_searched_best_matmul_shape_keeps_its_k_falloff(cat, tmp_path):
     assert got["best_shape_mean"] == pytest.approx(raw / tiles)
     assert got["timeit_mean"] == pytest.approx(raw / full)
     assert got["timeit_mean"] > got["best_shape_mean"]
+
+
+def test_pipeline_hops_are_priced_by_where_the_neighbouring_stage_sits():
+    """Megatron's rank order puts pipeline neighbours tp x cp x dp ranks apart: on an NVL72 domain four TP 4 x DP 4
+    stages share one rack and only the hops between racks cross the network; the slowest stage (one at a rack's
+    edge) exchanges over one network hop and one NVLink hop, not two network hops."""
+    from hwmodels.predict.layout import Layout, pp_hops
+
+    assert pp_hops(Layout(dp=4, tp=4, pp=16), scale_up=72, accelerators_per_node=4) == ("inter", "intra")
+    assert pp_hops(Layout(dp=2, tp=8, pp=8), scale_up=8, accelerators_per_node=8) == ("inter", "inter")
+    assert pp_hops(Layout(dp=1, tp=2, pp=4), scale_up=8, accelerators_per_node=8) == ("intra", "intra")
+    assert pp_hops(Layout(dp=1, tp=4, pp=4), scale_up=8, accelerators_per_node=8) == ("inter", "intra")
+    assert pp_hops(Layout(dp=1, tp=4, cp=2, pp=4), scale_up=8, accelerators_per_node=8) == ("inter", "inter")
+    cal = calibrate(default_catalog().get("gb200-nvl72"))
+    spec = parse_spec("llama3-405b")
+    kw = dict(tp=4, pp=16, interleave=8, micro_batch=1, sharding="zero1", recompute="none", sequence_parallel=True,
+              precision="fp4")
+    rack = step_times(spec, cal, Layout(dp=4, **kw), global_batch=1536)
+    # the same layout where every stage fills a domain of its own: both hops cross the network
+    apart = step_times(spec, replace(cal, scale_up_size=16), Layout(dp=4, **kw), global_batch=1536)
+    inside = step_times(spec, replace(cal, scale_up_size=256), Layout(dp=4, **kw), global_batch=1536)
+    assert inside.comm_total < rack.comm_total < apart.comm_total
+    assert rack.compute == pytest.approx(apart.compute)

@@ -10,7 +10,10 @@ replica hold the same weights), strides by ``tp`` and spans ``tp * cp * dp``
 consecutive ranks; pipeline neighbours are ``tp * cp * dp`` ranks apart. A group
 stays on the scale-up fabric (``intra``) when the ranks it spans fit in one
 scale-up domain (``scale_up_size``: 8 on an HGX board, the ICI slice on a
-TPU), else it crosses the scale-out network (``inter``).
+TPU), else it crosses the scale-out network (``inter``). A pipeline's hops are
+priced per hop (:func:`pp_hops`): where a stage spans less than a domain,
+consecutive stages share one and only the hops between domains cross the
+network.
 """
 
 from __future__ import annotations
@@ -136,19 +139,36 @@ def group_level(span: int, scale_up: int) -> str:
 
 
 def placement(layout: Layout, *, scale_up: int, accelerators_per_node: int) -> dict[str, tuple[str, int]]:
-    """group -> (level, ranks of that group in one scale-up domain) for tp, cp, dp (the DP x CP gradient group), pp
-    (module docstring). The domain is the node where NVLink ends at the node (HGX: 8 = 8), and the whole NVLink
-    domain where it spans several nodes (GB200 NVL72: 72 GPUs over 18 four-GPU trays): a group's ranks inside one
-    domain reduce over its links before the rest crosses the network (the collective model's hierarchical
-    geometry, :mod:`hwmodels.predict.collectives`)."""
+    """group -> (level, ranks of that group in one scale-up domain) for tp, cp and dp (the DP x CP gradient group)
+    (module docstring; the pipeline's hops: :func:`pp_hops`). The domain is the node where NVLink ends at the node
+    (HGX: 8 = 8), and the whole NVLink domain where it spans several nodes (GB200 NVL72: 72 GPUs over 18 four-GPU
+    trays): a group's ranks inside one domain reduce over its links before the rest crosses the network (the
+    collective model's hierarchical geometry, :mod:`hwmodels.predict.collectives`)."""
     domain = max(accelerators_per_node, scale_up, 1)  # ranks that share the scale-up links
     tp, cp, dp = layout.tp, layout.cp, layout.dp * layout.cp
     return {
         "tp": (group_level(tp, scale_up), min(tp, domain)),
         "cp": (group_level(tp * cp, scale_up), max(1, min(cp, domain // tp)) if tp <= domain else 1),
         "dp": (group_level(tp * dp, scale_up), max(1, min(dp, domain // tp)) if tp <= domain else 1),
-        "pp": (group_level(tp * dp * layout.pp, scale_up) if layout.pp > 1 else "intra", 1),
     }
+
+
+def pp_hops(layout: Layout, *, scale_up: int, accelerators_per_node: int) -> tuple[str, str]:
+    """Levels of the two pipeline hops of the slowest stage: (to the next stage, to the previous one).
+
+    A stage is ``tp * cp * dp`` consecutive ranks (module docstring). All stages in one domain: both hops
+    ``intra``. A stage spanning a whole domain or more: every hop crosses the network, ``inter`` both. Between
+    (GB200 NVL72 at TP 4 x DP 4: four stages a rack; HGX at TP 4 with DP 1: two a node), a stage at a domain's edge
+    has one hop each way, and no rank has both neighbours in other domains: (``inter``, ``intra``). Its period is
+    the slowest, so it sets the pipeline's (1F1B: each stage exchanges with the next, then with the previous, once
+    per micro-batch and chunk)."""
+    domain = max(accelerators_per_node, scale_up, 1)
+    stage = layout.tp * layout.cp * layout.dp
+    if stage * layout.pp <= domain:
+        return ("intra", "intra")
+    if stage >= domain:
+        return ("inter", "inter")
+    return ("inter", "intra")
 
 
 def divisors(n: int) -> list[int]:

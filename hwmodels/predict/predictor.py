@@ -9,7 +9,8 @@ Step model (per optimizer step, on the slowest pipeline stage)::
     exposed   = TP collectives (on the critical path, Shoeybi 2019; with ``tp_comm_overlap`` only what
                   exceeds the layer's GEMM time, as for DP below)
                 + CP ring send/recv beyond the attention time of the same phase it hides under
-                + pipeline send/recv (2 per micro-batch and chunk boundary)
+                + pipeline send/recv (per micro-batch and chunk one exchange with each neighbouring stage, on
+                  that hop's level: :func:`.layout.pp_hops`)
                 + DP/FSDP collectives beyond what overlaps with the compute they can hide under
                   (DDP/ZeRO-1 gradients: the last micro-batch's backward, more with interleaved pipeline
                   chunks, unless ``dp_comm_overlap`` is off)
@@ -62,7 +63,7 @@ from hwmodels.errors import ModelInputError
 from hwmodels.predict import ops as O
 from hwmodels.predict.calibration import Calibration
 from hwmodels.predict.collectives import collective_time
-from hwmodels.predict.layout import Layout, placement
+from hwmodels.predict.layout import Layout, placement, pp_hops
 from hwmodels.predict.memory import GiB, MemoryEstimate, estimate, offloaded_layers, saved_bytes_per_layer
 from hwmodels.predict.spec import GenericSpec, ModelSpec
 
@@ -310,13 +311,14 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         cp_exposed_layer = (max(cp_f - cal.overlap.value * af, 0.05 * cp_f)
                             + max(cp_b - cal.overlap.value * ab, 0.05 * cp_b))
     layer_comm += stage_layers * cp_exposed_layer
-    # pipeline p2p: activations t d e (/tp with the scatter/gather optimisation), fwd and bwd, per chunk boundary
+    # pipeline p2p: activations t d e (/tp with the scatter/gather optimisation), per micro-batch and chunk one
+    # exchange with the next stage and one with the previous, each on its own hop's level (layout.pp_hops)
     p2p = 0.0
     if pp > 1:
         size = mbs * s_loc * spec.d_model * O.dtype_bytes(layout.precision) / tp
-        lvl, rpn = place["pp"]
-        p2p = 2.0 * v * collective_time(cal, kind="send_recv", size_bytes=size, ranks=2, level=lvl,
-                                        ranks_per_node=rpn) / comm_eff
+        hops = pp_hops(layout, scale_up=cal.scale_up_size, accelerators_per_node=cal.accelerators_per_node)
+        p2p = v * sum(collective_time(cal, kind="send_recv", size_bytes=size, ranks=2, level=lvl, ranks_per_node=1)
+                      for lvl in hops) / comm_eff
     if autocast:
         if tp > 1 or cp > 1:
             raise ModelInputError(f"autocast traffic is modelled for one rank per model replica (tp = cp = 1), "
