@@ -426,7 +426,7 @@ def test_same_die_is_a_sourced_catalog_reference(tmp_path):
     cat = default_catalog()
     pairs = {n.id: n.same_die_as for n in cat if n.same_die_as}
     assert pairs == {"h200-sxm": "h100-sxm", "a100-40gb-sxm": "a100-80gb-sxm", "b300": "gb300-nvl72",
-                     "gb300-nvl72": "b300"}
+                     "gb300-nvl72": "b300", "mi325x": "mi300x"}
     assert "GH100" in cat.get("h200-sxm").sources["die"]
     assert cat.get("h200-sxm").to_dict()["same_die_as"] == "h100-sxm" and cat.get("h100-sxm").same_die_as == ""
     for mutate, match in ((lambda die: die.update(same_as="h200-sxm"), r"die\.same_as: names the node itself"),
