@@ -773,13 +773,20 @@ PROSPECTIVE = {"a840a7a": (
     # MLPerf Training v6.0, Azure's 8,192-GPU GB200 Llama 3.1 405B NVFP4, configs read and predictions committed at
     # 1f0ab97 for every plausible global batch (data/reference/preregistered/mlperf60_azure_gb200_8192.*) before any
     # result line was read
-    "1f0ab97": ("mlperf60-azure-gb200-llama3-405b-g8192-fp4",)}
+    "1f0ab97": ("mlperf60-azure-gb200-llama3-405b-g8192-fp4",),
+    # eeef37d (data/reference/preregistered/set18_mi325x_mi355x.*): AMD Instinct MI325X, never seen (its catalog entry
+    # added in that commit from datasheet facts), from AMD's Primus projection table, and MI355X under MaxText; the
+    # sealed results were read after the commit
+    "eeef37d": ("amd-primus-mi325x-llama3-8b-g8-fp8", "amd-primus-mi325x-llama3-8b-g64-fp8",
+                "amd-primus-mi325x-llama3-70b-g8-fp8", "amd-primus-mi325x-llama3-70b-g64-fp8",
+                "amd-primus-mi325x-llama3-70b-g8-bf16", "amd-primus-mi325x-llama3-70b-g64-bf16",
+                "amd-maxtext-mi355x-llama2-70b-g8-pdbs11", "amd-maxtext-mi355x-llama2-70b-g8-pdbs16")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
-                               "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97")
+                               "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
