@@ -1840,6 +1840,9 @@ def test_pipeline_hops_are_priced_by_where_the_neighbouring_stage_sits():
     assert pp_hops(Layout(dp=1, tp=2, pp=4), scale_up=8, accelerators_per_node=8) == ("intra", "intra")
     assert pp_hops(Layout(dp=1, tp=4, pp=4), scale_up=8, accelerators_per_node=8) == ("inter", "intra")
     assert pp_hops(Layout(dp=1, tp=4, cp=2, pp=4), scale_up=8, accelerators_per_node=8) == ("inter", "inter")
+    # a 64-GPU stage on a 72-GPU domain: ranks 8..63 of the second stage have both neighbours in other racks
+    assert pp_hops(Layout(dp=8, tp=4, cp=2, pp=8), scale_up=72, accelerators_per_node=4) == ("inter", "inter")
+    assert pp_hops(Layout(dp=4, tp=4, cp=2, pp=8), scale_up=72, accelerators_per_node=4) == ("inter", "intra")
     cal = calibrate(default_catalog().get("gb200-nvl72"))
     spec = parse_spec("llama3-405b")
     kw = dict(tp=4, pp=16, interleave=8, micro_batch=1, sharding="zero1", recompute="none", sequence_parallel=True,

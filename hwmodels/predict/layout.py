@@ -156,17 +156,18 @@ def placement(layout: Layout, *, scale_up: int, accelerators_per_node: int) -> d
 def pp_hops(layout: Layout, *, scale_up: int, accelerators_per_node: int) -> tuple[str, str]:
     """Levels of the two pipeline hops of the slowest stage: (to the next stage, to the previous one).
 
-    A stage is ``tp * cp * dp`` consecutive ranks (module docstring). All stages in one domain: both hops
-    ``intra``. A stage spanning a whole domain or more: every hop crosses the network, ``inter`` both. Between
-    (GB200 NVL72 at TP 4 x DP 4: four stages a rack; HGX at TP 4 with DP 1: two a node), a stage at a domain's edge
-    has one hop each way, and no rank has both neighbours in other domains: (``inter``, ``intra``). Its period is
-    the slowest, so it sets the pipeline's (1F1B: each stage exchanges with the next, then with the previous, once
-    per micro-batch and chunk)."""
+    A stage is ``s = tp * cp * dp`` consecutive ranks (module docstring) and a rank's neighbours are ``s`` ranks
+    either side. All stages in one domain of ``D`` ranks: both hops ``intra``. With ``s <= D / 2`` (GB200 NVL72 at
+    TP 4 x DP 4: four stages a rack; HGX at TP 4 with DP 1: two a node) a stage at a domain's edge crosses it on one
+    side only, and no rank has both neighbours in other domains: (``inter``, ``intra``). With ``s > D / 2`` the
+    ranks ``r`` with ``D - s <= r mod D < s`` have both neighbours outside their domain: ``inter`` both, as for a
+    stage filling a domain or more. The slowest stage's period sets the pipeline's (1F1B: each stage exchanges with
+    the next, then with the previous, once per micro-batch and chunk)."""
     domain = max(accelerators_per_node, scale_up, 1)
     stage = layout.tp * layout.cp * layout.dp
     if stage * layout.pp <= domain:
         return ("intra", "intra")
-    if stage >= domain:
+    if 2 * stage > domain:
         return ("inter", "inter")
     return ("inter", "intra")
 
