@@ -13,7 +13,9 @@ Schema (per-accelerator figures unless the name says ``node``)::
     software_stack (optional: one of STACKS, the vendor software the node trains with; the
                             predictor carries a factor per stack fitted on the published runs of
                             the stack's other hardware, hwmodels.predict.predictor.stack_factor)
-    [accelerators]          per_node_count, source
+    [accelerators]          per_node_count, matrix_unit_dim (optional: the width of a systolic-array matrix unit,
+                              e.g. a TPU MXU's 128 or 256; an operand dimension below it fills that share of
+                              the array, hwmodels.predict.calibration ATTENTION_HEAD_DIM), source
     [die]                   (optional) same_as (the catalog id of a node built on the same accelerator die:
                               same SMs / cores and tensor units; memory, power or packaging may differ),
                               source. A kernel figure published for one carries to the other at the same
@@ -249,6 +251,7 @@ class NodeType:
     topology_declared: bool = False
     software_stack: str = ""
     same_die_as: str = ""  # [die] same_as: the catalog id of a node on the same accelerator die
+    matrix_unit_dim: int = 0  # [accelerators] matrix_unit_dim: systolic-array width of the matrix unit (0: not one)
 
     def peak_flops_per_s(self, dtype: str, sparse: bool = False, *, per: str = "node") -> float:
         """Datasheet peak for ``dtype``; dense unless ``sparse=True`` (never a sparse figure as dense).
@@ -334,7 +337,7 @@ class NodeType:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "name": self.name, "kind": self.kind, "software_stack": self.software_stack,
-            "same_die_as": self.same_die_as,
+            "same_die_as": self.same_die_as, "matrix_unit_dim": self.matrix_unit_dim,
             "accelerators_per_node": self.accelerators_per_node,
             "peak_dense_flops_per_s": {d: p.dense_flops_per_s for d, p in self.peaks.items()},
             "peak_sparse_flops_per_s": {d: p.sparse_flops_per_s for d, p in self.peaks.items() if p.sparse_flops_per_s},
@@ -544,6 +547,9 @@ def parse_node(data: dict[str, Any], file: str = "<catalog>", *, require_topolog
     count = acc.number("per_node_count")
     if count != int(count):
         raise acc.err("per_node_count", f"must be a whole number, got {count}")
+    mxu = acc.number("matrix_unit_dim", default=0)
+    if mxu and mxu != int(mxu):
+        raise acc.err("matrix_unit_dim", f"must be a whole number, got {mxu}")
     sources["accelerators"] = acc.source()
     acc.done()
 
@@ -641,7 +647,8 @@ def parse_node(data: dict[str, Any], file: str = "<catalog>", *, require_topolog
                     intra_node_link=link, intra_node_topology=topology, intra_node_bidirectional=bidir,
                     intra_node_unidir_bytes_per_s=intra_unidir,
                     inter_node_bytes_per_s_per_accelerator=inter / count, topology_declared=declared,
-                    software_stack=stack, same_die_as=same_die)
+                    software_stack=stack, same_die_as=same_die,
+                    matrix_unit_dim=int(mxu))
 
 
 def load_node(path: str | os.PathLike[str]) -> NodeType:

@@ -1853,3 +1853,21 @@ def test_pipeline_hops_are_priced_by_where_the_neighbouring_stage_sits():
     inside = step_times(spec, replace(cal, scale_up_size=256), Layout(dp=4, **kw), global_batch=1536)
     assert inside.comm_total < rack.comm_total < apart.comm_total
     assert rack.compute == pytest.approx(apart.compute)
+
+
+def test_default_attention_rate_counts_the_share_of_a_wide_matrix_unit_it_fills(cat):
+    """Head dimension 128 on TPU v6e's 256x256 MXU fills half of it: the assumed default attention rate is halved
+    there, kept on the 128-wide v5e, and a node with a published attention figure keeps its figure whatever its
+    matrix unit."""
+    from hwmodels.predict.calibration import ATTENTION_HEAD_DIM, ATTN_EFF_DEFAULT
+
+    v6e, v5e = calibrate(cat.get("tpu-v6e")), calibrate(cat.get("tpu-v5e"))
+    assert v6e.attention_eff.value == pytest.approx(ATTN_EFF_DEFAULT * ATTENTION_HEAD_DIM / 256)
+    assert "matrix_unit_dim" in v6e.attention_eff.source and v6e.attention_eff.kind == "datasheet"
+    assert v5e.attention_eff.value == pytest.approx(ATTN_EFF_DEFAULT)
+    h100 = cat.get("h100-sxm")
+    assert calibrate(replace(h100, matrix_unit_dim=256)).attention_eff == calibrate(h100).attention_eff
+    # the step prices the v6e attention core at half the rate: same FLOPs, twice the time
+    assert v6e.attention_time(1e15, 8192, "bf16") == pytest.approx(
+        2 * replace(v6e, attention_eff=replace(v6e.attention_eff, value=ATTN_EFF_DEFAULT)).attention_time(
+            1e15, 8192, "bf16"))

@@ -181,6 +181,12 @@ Z90 = 1.6449  # two-sided 90% normal quantile: a 90% band -> 1 sigma
 ATTN_EFF = {"a100-80gb-sxm": (0.60, "FlashAttention-2 on A100 (Dao 2023, arXiv:2307.08691, Fig. 4: ~190 of 312 TFLOP/s fwd+bwd)"),
             "h100-sxm": (0.34, "FlashAttention-2 on H100 SXM5 (Dao 2023, arXiv:2307.08691, Fig. 7: up to 335 of 989 TFLOP/s)")}
 ATTN_EFF_DEFAULT = 0.40  # (d) no flash-attention figure for this node: 0.4 (between Hopper-FA2 0.34 and Ampere 0.60)
+#: The head dimension every attention figure here is taken at (the published curves' ``head_dim=128`` and the presets'
+#: 128). On a systolic-array matrix unit wider than it (``NodeType.matrix_unit_dim``: TPU v6e's 256x256 MXU) the
+#: attention core's matmuls, which contract over the head dimension (Q K^T) or produce it (P V), fill
+#: ``ATTENTION_HEAD_DIM / matrix_unit_dim`` of the array: the assumed default rate is scaled by that share. A measured
+#: or published attention figure already includes it.
+ATTENTION_HEAD_DIM = 128
 ATTN_S_HALF = 384.0  # attention kernels lose efficiency at short sequences: FA2 Fig. 4, 512 tokens ~55-60% of the 16k rate
 #: the attention implementation ``attention="flash"`` means unless told otherwise; published.csv rows without a
 #: ``kernel=`` condition are FlashAttention-2. Other kernels (``flash_attn_1``: FlashAttention v1 CUDA;
@@ -736,6 +742,13 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
     if attn is None:
         attn = Rate(value=ATTN_EFF_DEFAULT if kind != "cpu" else 0.3, kind="datasheet", rel_sigma=0.3,
                     source="no attention measurement: fraction of peak assumed (module ATTN_EFF_DEFAULT)")
+        mxu = int(getattr(node, "matrix_unit_dim", 0) or 0)
+        if mxu > ATTENTION_HEAD_DIM:
+            fill = ATTENTION_HEAD_DIM / mxu
+            attn = replace(attn, value=attn.value * fill,
+                           source=f"{attn.source} x {fill:g}: head dimension {ATTENTION_HEAD_DIM} on the catalog's "
+                                  f"{mxu}x{mxu} matrix unit (accelerators.matrix_unit_dim) fills {fill:.0%} of it "
+                                  f"(module ATTENTION_HEAD_DIM)")
 
     # launch overhead
     launch = None
