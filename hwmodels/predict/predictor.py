@@ -345,6 +345,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         lvl, rpn = placement(Layout(dp=dps, tp=tp), scale_up=cal.scale_up_size,
                              accelerators_per_node=cal.accelerators_per_node)["dp"]
     dp_exposed = dp_total = 0.0
+    fwd_mb = stage_layers * (cf + mf / eta)  # a stage's forward per micro-batch
     bwd_mb = stage_layers * (cb + mbw / eta)
     grad_window = bwd_mb * _grad_window_mbs(pp, v, m)  # backward time a bucketed gradient reduction can hide under
     if dps < dpc:
@@ -359,7 +360,6 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
         colls = O.dp_collectives(sharding=layout.sharding, local_params=local, layer_params_local=layer_local,
                                  n_layers_local=stage_layers, microbatches=m, precision=layout.precision)
         ov = cal.overlap.value
-        fwd_mb = stage_layers * (cf + mf / eta)
         if layout.sharding in ("ddp", "zero1"):
             for c in colls:
                 t = collective_time(cal, kind=c.collective, size_bytes=c.nbytes, ranks=dps, level=lvl,
@@ -386,8 +386,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
             dp_total += m * stage_layers * (per_unit_fwd + per_unit_bwd)
     hidden = max(dp_total - dp_exposed, 0.0) + m * stage_layers * (tp_layer - tp_exposed_layer
                                                                     + cp_layer - cp_exposed_layer)
-    off_exposed, off_total = _offload_cost(spec, cal, layout, seq=s_loc, fwd_s=stage_layers * (cf + mf / eta),
-                                           bwd_s=stage_layers * (cb + mbw / eta))
+    off_exposed, off_total = _offload_cost(spec, cal, layout, seq=s_loc, fwd_s=fwd_mb, bwd_s=bwd_mb)
     exposed = m * (layer_comm + p2p + off_exposed) + dp_exposed + overlap_cost * hidden
     bubble = (pp - 1) / v * t_stage if pp > 1 else 0.0
     host = 0.0
