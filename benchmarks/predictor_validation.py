@@ -1088,6 +1088,18 @@ def known_hardware_band(preds: list[dict], errs: np.ndarray, never_seen: dict, l
             "tried": tried, "per_hardware": per, "method": method_of(known_hardware_band)}
 
 
+def framework_stated_band(preds: list[dict], loho_family: np.ndarray, level: float = 0.9) -> dict:
+    """The bands of a prediction whose framework family is stated (``hweval predict --framework``): the same two
+    steps as the framework-unknown bands (``never_seen_band``, then ``known_hardware_band`` calibrated on held-out
+    publications), built from the leave-one-hardware-out errors with each family's factors fitted on the other
+    hardware's rows (``leave_one_hardware_out``), which is how such a prediction is made: the family's (eta,
+    comm_eff, overlap_cost), no software-stack factor. A family with no rows on the other hardware takes the
+    all-rows fit, as the prediction would."""
+    nsb = never_seen_band(preds, loho_family, level)
+    return {"level": level, "never_seen": nsb, "known": known_hardware_band(preds, loho_family, nsb, level),
+            "method": method_of(framework_stated_band)}
+
+
 def load_bands(path: Path = BANDS) -> dict[tuple[str, str], float]:
     """(set, hardware) -> band_rel from prospective_bands.csv; a malformed file is a ValueError naming the row."""
     out = {}
@@ -1337,6 +1349,7 @@ def main(argv: list[str] | None = None) -> int:
         "interval_coverage": interval_coverage(preds, loho_stack),
         "never_seen_band": (nsb := never_seen_band(preds, loho_stack)),
         "known_hardware_band": known_hardware_band(preds, loho_stack, nsb),
+        "framework_stated_band": framework_stated_band(preds, loho),
         "memory_safe": memory_safe_report(preds, loo, k_all),
         "memory_fit": {
             "method": "every published run ran, so its layout fits: the memory model's estimate for the row's layout "
@@ -1452,6 +1465,12 @@ def main(argv: list[str] | None = None) -> int:
               if t["k"] in (0.0, KNOWN_BAND_K[-1]) or t is kb["tried"][-1]) + "; bands: " + ", ".join(
               f"{h} +-{v['band_rel']:.1%} (own {v['own_q']:.1%}, {v['source_groups']} sources)"
               for h, v in kb["per_hardware"].items()))
+    fb = report["framework_stated_band"]["known"]
+    print(f"bands with the framework family stated (--framework; leave-one-hardware-out errors with the family's "
+          f"factors, same ladder): k = {fb['k']:g}, held-out-source coverage "
+          f"{fb['held_out_source_coverage']['mean_group_covered']:.0%}; type without rows +-{fb['prior_band_rel']:.1%} "
+          f"(q{fb['prior_quantile'] * 100:g}); " + ", ".join(
+              f"{h} +-{v['band_rel']:.1%}" for h, v in fb["per_hardware"].items()))
     mf = report["memory_fit"]
     over = sorted(((m["memory_GiB"] / m["capacity_GiB"], m) for m in mf["predicted_not_to_fit"]), key=lambda x: -x[0])
     near = sum(1 for x, _ in over if x <= 1.15)

@@ -850,7 +850,8 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
         for count in job.counts:
             try:
                 res = predict_job(hardware=node, accelerators=count, model=spec, global_batch=job.global_batch,
-                                  precision=job.precision, tokens=tokens.tokens, catalog=catalog)
+                                  precision=job.precision, tokens=tokens.tokens, catalog=catalog,
+                                  framework=job.framework)
             except ValueError as exc:
                 missing.append(Unavailable(node=nid, accelerators=count, pricing=None, reason=str(exc)))
                 continue
@@ -1197,6 +1198,19 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
         if isinstance(pc.get("inside"), int) and pc.get("n"):
             validation += (f", {pc['inside']} of {pc['n']} inside the {pc.get('level', LEVEL):.0%} band they "
                            f"carried when read")
+    fs = (err.get("framework_stated_band") or {}).get("known") or {}
+    if jb is not None and jb.framework and isinstance(fs.get("prior_band_rel"), (int, float)):
+        fam = ((err.get("framework_efficiency") or {}).get("per_family") or {}).get(jb.framework) or {}
+        bands = [v["band_rel"] for v in (fs.get("per_hardware") or {}).values()
+                 if isinstance(v.get("band_rel"), (int, float))]
+        cov = (fs.get("held_out_source_coverage") or {}).get("mean_group_covered")
+        validation += (f"; the job states its framework ({jb.framework}): every row is priced with that family's "
+                       f"factors fitted on its {fam.get('rows', '?')} published runs (eta {fam.get('eta', float('nan')):.2f}) "
+                       f"and no software-stack factor, and carries the bands validated that way, "
+                       + (f"+/-{min(bands):.0%} to +/-{max(bands):.0%} " if bands else "")
+                       + f"(a hardware type without published rows: +/-{fs['prior_band_rel']:.0%})"
+                       + (f", which held {cov:.0%} of a held-out publication's rows" if isinstance(cov, (int, float))
+                          else "") + " (the figures above are those of a framework-unknown prediction)")
     spread = err.get("published_spread") or {}
     if ov and spread.get("pairs"):
         top = spread["pairs"][0]

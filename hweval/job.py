@@ -14,6 +14,8 @@ A plan's ``job:`` section (and ``hweval cost --plan``) declares it::
       budget_usd: 2.0e6             # optional budget ("fastest within budget")
       pricing: [on_demand, reserved, spot]
       level: 0.9                    # interval level
+      framework: megatron           # optional: the framework family the job will run (hweval predict --framework);
+                                    # its fitted factors and its narrower validated band (default: unknown)
 
 Every error is one line naming the dotted field (``job.tokens: ...``) and the
 valid choices; :func:`parse_job` is the only reader, :meth:`Job.to_dict` the
@@ -41,7 +43,7 @@ from hwmodels.catalog import MODES as PRICING_MODES  # the catalog's one pricing
 from hwmodels.dtypes import PREDICT_PRECISIONS as PRECISIONS  # hwmodels.predict's precisions
 
 KEYS = ("model", "tokens", "target_loss", "global_batch", "seq_len", "precision", "accelerators", "deadline_days",
-        "budget_usd", "pricing", "level")
+        "budget_usd", "pricing", "level", "framework")
 #: accelerator counts tried when the job gives a deadline or budget instead of counts
 COUNT_LADDER = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 
@@ -61,6 +63,7 @@ class Job:
     budget_usd: float | None = None
     pricing: tuple[str, ...] = ("on_demand", "reserved", "spot")
     level: float = 0.9
+    framework: str | None = None
 
     def spec(self):
         """The :class:`hwmodels.predict.spec.ModelSpec` (with ``seq_len`` applied)."""
@@ -80,7 +83,7 @@ class Job:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"model": self.model, "precision": self.precision, "pricing": list(self.pricing),
                                "level": self.level}
-        for k in ("tokens", "target_loss", "global_batch", "seq_len", "deadline_days", "budget_usd"):
+        for k in ("tokens", "target_loss", "global_batch", "seq_len", "deadline_days", "budget_usd", "framework"):
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
         if self.accelerators:
@@ -175,7 +178,16 @@ def parse_job(mapping: Any, where: str = "job") -> Job:
         if m not in PRICING_MODES:
             raise InputError(f"{where}.pricing[{i}]: unknown value {m!r}; valid choices: {', '.join(PRICING_MODES)}")
     level = _number(mapping, "level", where, hi=1.0, hi_open=True)
-    return Job(model=model.strip(), tokens=float(tokens) if tokens is not None else None,
+    framework = mapping.get("framework")
+    if framework is not None:
+        from hwmodels.predict.predictor import FRAMEWORK_UNKNOWN, framework_families
+
+        fams = framework_families()
+        if not isinstance(framework, str) or (framework != FRAMEWORK_UNKNOWN and framework not in fams):
+            raise InputError(f"{where}.framework: unknown family {framework!r}; valid choices: "
+                             f"{', '.join((FRAMEWORK_UNKNOWN,) + fams)}")
+        framework = None if framework == FRAMEWORK_UNKNOWN else framework
+    return Job(framework=framework, model=model.strip(), tokens=float(tokens) if tokens is not None else None,
                target_loss=float(target) if target is not None else None, global_batch=gb, seq_len=seq,
                precision=precision, accelerators=counts, deadline_days=deadline, budget_usd=budget,
                pricing=tuple(dict.fromkeys(items)), level=float(level) if level is not None else 0.9)

@@ -344,3 +344,24 @@ def test_the_recommendation_says_when_its_layout_fits_only_by_the_point_estimate
     assert (said is None) == (rec.memory_safe_slowdown == 0.0)
     if said:
         assert said in quick_analysis.recommendation
+
+
+def test_a_job_stating_its_framework_is_priced_and_banded_as_that_family(tmp_path):
+    """A job with ``framework:`` prices every row with that family (the same figures as ``hweval predict
+    --framework``) and the validation line names the family and the framework-stated bands."""
+    from hweval.job import parse_job
+    from hweval.plan import load_plan
+    from hwmodels.predict.predictor import ERROR_FILE
+
+    job = parse_job({**dict(load_plan("plans/quick.yaml").job), "framework": "megatron"})
+    a = analysis.analyze(store=Store(tmp_path / "store"), plan="quick", job=job, candidates=[NODE])
+    o = a.option(NODE, N, MODE)
+    p = run_cli("predict", "--hardware", NODE, "--accelerators", str(N), "--model", job.model, "--global-batch",
+                str(job.global_batch), "--precision", job.precision, "--tokens", f"{job.tokens:g}", "--pricing", MODE,
+                "--framework", "megatron", "--json")
+    assert p.returncode == 0, p.stderr
+    pred = json.loads(p.stdout.strip().splitlines()[-1])
+    assert pred["framework"] == "megatron" and math.isclose(pred["step_time_s"], o.step_time_s, rel_tol=1e-9)
+    fs = json.loads(ERROR_FILE.read_text())["framework_stated_band"]["known"]
+    assert "the job states its framework (megatron)" in a.validation
+    assert f"a hardware type without published rows: +/-{fs['prior_band_rel']:.0%})" in a.validation

@@ -31,6 +31,8 @@ def test_parse_good_job_round_trips():
     ({"global_batch": 10.5}, "job.global_batch"),
     ({"level": 1.5}, "job.level"),
     ({"bogus": 1}, "job.bogus"),
+    ({"framework": "pytorch"}, "job.framework"),
+    ({"framework": 3}, "job.framework"),
 ])
 def test_bad_job_one_line_naming_the_field(patch, field):
     with pytest.raises(InputError) as e:
@@ -96,3 +98,23 @@ def test_plan_job_section_is_validated(tmp_path):
     plan = load_plan("plans/quick.yaml")
     assert plan.job["model"] == "llama2-7b"
     assert plan.report_cell().params["job"] == plan.job
+
+
+def test_stated_framework_reaches_every_priced_row():
+    """job.framework prices every candidate with the family's factors and its band (hweval predict --framework);
+    "unknown" is the default; the report's validation sentence names the family."""
+    from hwmodels.catalog import default_catalog
+    from hweval.analysis import job_options
+    from hweval.job import job_tokens
+
+    assert parse_job({**GOOD, "framework": "unknown"}).framework is None
+    j = parse_job({**GOOD, "framework": "megatron", "accelerators": [64]})
+    assert j.framework == "megatron" and parse_job(j.to_dict()) == j
+    cat = default_catalog()
+    opts = {f: job_options(parse_job({**GOOD, "framework": f, "accelerators": [64], "pricing": ["on_demand"]}),
+                           job_tokens(j), cat, candidates=["h100-sxm"])[0] for f in ("unknown", "megatron")}
+    unk, meg = opts["unknown"][0], opts["megatron"][0]
+    assert "framework family megatron stated" in meg.calibration
+    pred = {o.name: o for o in meg.parts}["predictor validation error"]
+    assert "framework_stated_band" in pred.source
+    assert pred.hi_factor < {o.name: o for o in unk.parts}["predictor validation error"].hi_factor

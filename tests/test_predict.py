@@ -766,6 +766,43 @@ def test_interval_reads_the_known_hardware_band(tmp_path):
         assert rel == pytest.approx(0.37) and "q95" in how and "fewer than 5" in how
 
 
+def test_stated_framework_reads_the_framework_stated_band(tmp_path):
+    """A stated framework family reads framework_stated_band (its own bands), and falls back to the
+    framework-unknown band, saying so, where the file has none; families with fewer than
+    MIN_STATED_FAMILY_ROWS rows and "other" are not offered; an unknown family is an input error naming the
+    choices."""
+    import json
+
+    from hwmodels.errors import ModelInputError
+    from hwmodels.predict.predictor import check_framework, framework_families, framework_factors, held_out_error
+
+    kb = {"level": 0.9, "k": 16, "prior_quantile": 0.95, "prior_band_rel": 0.37,
+          "per_hardware": {"b200": {"n": 40, "source_groups": 7, "own_q": 0.18, "band_rel": 0.33}}}
+    fs = {"level": 0.9, "k": 8, "prior_quantile": 0.93, "prior_band_rel": 0.22,
+          "per_hardware": {"b200": {"n": 40, "source_groups": 7, "own_q": 0.12, "band_rel": 0.19}}}
+    fam = {"framework_efficiency": {"eta": 0.8, "comm_eff": 1.0, "overlap_cost": 0.25, "per_family": {
+        "megatron": {"eta": 0.84, "comm_eff": 1.0, "overlap_cost": 0.25, "rows": 300},
+        "tiny": {"eta": 1.2, "comm_eff": 1.0, "overlap_cost": 0.0, "rows": 2},
+        "other": {"eta": 0.9, "comm_eff": 1.0, "overlap_cost": 0.0, "rows": 12}}}}
+    p = tmp_path / "err.json"
+    p.write_text(json.dumps({**fam, "known_hardware_band": kb, "framework_stated_band": {"known": fs}}))
+    assert framework_families(p) == ("megatron",)
+    assert held_out_error("b200", p)[0] == pytest.approx(0.33)
+    rel, how = held_out_error("b200", p, "megatron")
+    assert rel == pytest.approx(0.19) and "framework_stated_band" in how
+    assert held_out_error("mi400", p, "megatron")[0] == pytest.approx(0.22)
+    assert framework_factors(path=p, framework="megatron").eta == pytest.approx(0.84)
+    assert framework_factors(path=p).eta == pytest.approx(0.8)
+    assert check_framework("unknown", p) is None and check_framework(None, p) is None
+    for bad in ("tiny", "other", "jax"):
+        with pytest.raises(ModelInputError, match="valid choices: unknown, megatron"):
+            check_framework(bad, p)
+    q = tmp_path / "old.json"
+    q.write_text(json.dumps({**fam, "known_hardware_band": kb}))
+    rel, how = held_out_error("b200", q, "megatron")
+    assert rel == pytest.approx(0.33) and "no framework_stated_band" in how
+
+
 def test_stack_factor_is_fitted_on_the_other_hardware_of_the_stack_only():
     """Held out, a hardware's stack factor is the shrunk median error of the OTHER hardware of its stack, at the
     fit of the other hardware; another stack's rows do not move it, and a hardware alone in its stack keeps its

@@ -80,6 +80,8 @@ def test_batch_keeps_row_order_and_count(cli, tmp_path):
                                      "layers over pp 4)"),
     (("--hardware", "gb300-nvl72", "--accelerators", "8", "--model", "llama3-8b", "--activation-offload", "-1"),
      "--activation-offload: expected an integer >= 0, got '-1'"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--framework", "pytorch"),
+     "--framework: unknown family 'pytorch'; valid choices: unknown, "),
 ])
 def test_bad_options_exit_2_one_line(cli, args, needle):
     proc = cli("predict", *args, "--json")
@@ -214,3 +216,41 @@ def test_activation_offload_option_and_column_reach_the_layout(cli, tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]
     assert rows[0]["layout"]["offload_layers"] == 20 and rows[1]["layout"]["offload_layers"] == 0
+
+
+def test_framework_option_and_column_price_the_family_with_its_band(cli, tmp_path):
+    """--framework (and its CSV column) prices the job with the stated family's fitted factors, without the
+    software-stack factor, and carries the framework-stated band (narrower than the framework-unknown one on
+    the committed validation file); "unknown" and an empty cell are the default; a family fitted with a lower
+    eta predicts a slower step on the same fixed layout."""
+    from hwmodels.predict.predictor import ERROR_FILE
+    err = json.loads(ERROR_FILE.read_text())
+    fams = err["framework_efficiency"]["per_family"]
+    base = ("predict", "--hardware", "h100-sxm", "--accelerators", "64", "--model", "llama3-70b", "--global-batch",
+            "128", "--micro-batch", "1", "--sharding", "zero1", "--tp", "8", "--pp", "2", "--activation-checkpointing",
+            "none", "--layout", "fixed", "--json")
+    unk = json.loads(cli(*base).stdout)
+    assert unk["framework"] == "unknown" and json.loads(cli(*base, "--framework", "unknown").stdout) == unk
+    lo, hi = sorted(("megatron", "torchtitan"), key=lambda f: fams[f]["eta"])
+    slow, fast = (json.loads(cli(*base, "--framework", f).stdout) for f in (lo, hi))
+    assert slow["framework"] == lo and fast["framework"] == hi
+    assert slow["step_time_s"] > fast["step_time_s"]
+    assert f"eta = {fams[lo]['eta']:.3f}" in slow["calibration"]["framework_efficiency"]
+    assert "no software-stack factor (x1)" in slow["calibration"]["software_stack"]
+    assert "framework_stated_band" in slow["interval"]["method"]
+    band = err["framework_stated_band"]["known"]["per_hardware"]["h100-sxm"]["band_rel"]
+    assert band < err["known_hardware_band"]["per_hardware"]["h100-sxm"]["band_rel"]
+    assert slow["interval"]["relative"] < unk["interval"]["relative"]
+    assert slow["interval"]["relative"] >= band  # the calibration term is added in quadrature
+    p = tmp_path / "s.csv"
+    p.write_text("hardware,accelerators,model,global_batch,tp,pp,framework\n"
+                 f"h100-sxm,64,llama3-70b,128,8,2,{lo}\nh100-sxm,64,llama3-70b,128,8,2,\n")
+    proc = cli("predict", "--batch", str(p), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    assert [r["framework"] for r in rows] == [lo, "unknown"]
+    q = tmp_path / "bad.csv"
+    q.write_text("hardware,accelerators,model,framework\nh100-sxm,8,llama3-8b,megatron\nh100-sxm,8,llama3-8b,jax\n")
+    proc = cli("predict", "--batch", str(q), "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "row 2, column framework: unknown family 'jax'; valid choices: unknown," in proc.stderr

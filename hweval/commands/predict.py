@@ -7,7 +7,8 @@ point the report and ``hweval cost`` call). Interface (issue 11, part 2)::
         [--global-batch B] [--precision bf16|fp8|fp16|fp32]
         [--sharding none|ddp|zero1|shard_grad_op|full_shard] [--tp N] [--pp N] [--interleave V] [--layout auto]
         [--activation-offload L]
-        [--activation-checkpointing none|selective|full] [--tokens N] [--pricing MODE] [--json]
+        [--activation-checkpointing none|selective|full] [--tokens N] [--pricing MODE] [--framework FAMILY]
+        [--json]
     hweval predict --batch SCENARIOS.csv [--json]
 
 Layout fields that are not given are chosen by the layout search (``--layout
@@ -44,10 +45,11 @@ BOOLS = ("true", "false")
 #: ``interleave`` (virtual pipeline chunks per rank, Megatron's interleaved 1F1B; searched among 1, 2, 4 when absent)
 #: and ``activation_offload`` (layers per pipeline stage whose saved activations go to host memory, Megatron's
 #: ``cpu_offloading_num_layers``; absent or 0: none stated, and the search may choose it beside recomputation where the
-#: node has a host-link figure)
+#: node has a host-link figure), and ``framework`` (the framework family the job will run, one the validation fitted:
+#: its factors and its narrower band; default unknown)
 COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "global_batch", "precision", "sharding",
            "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing", "cp", "tp_comm_overlap",
-           "interleave", "activation_offload")
+           "interleave", "activation_offload", "framework")
 INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp", "cp", "interleave")
 CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpointing": RECOMPUTE,
            "layout": LAYOUTS, "pricing": MODES, "tp_comm_overlap": BOOLS}
@@ -99,6 +101,12 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
         if out["pricing"] not in node.modes:
             raise err("pricing", f"{out['pricing']!r} has no price for {node.id}; valid choices: "
                                  f"{', '.join(node.modes) or '(none)'}")
+    if out["framework"] is not None:
+        from hwmodels.predict.predictor import FRAMEWORK_UNKNOWN, framework_families
+        fams = framework_families()
+        if out["framework"] != FRAMEWORK_UNKNOWN and out["framework"] not in fams:
+            raise err("framework", f"unknown family {out['framework']!r}; valid choices: "
+                                   f"{', '.join((FRAMEWORK_UNKNOWN,) + fams)}")
     if out["layout"] == "fixed":
         missing = [c for c in ("tp", "pp", "sharding", "micro_batch", "activation_checkpointing") if out[c] is None]
         if missing:
@@ -177,7 +185,8 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
                           activation_checkpointing=sc["activation_checkpointing"],
                           layout=sc["layout"] or "auto", tokens=sc["tokens"], pricing=sc["pricing"],
                           calibration=cal, cp=sc["cp"], tp_comm_overlap=sc["tp_comm_overlap"],
-                          interleave=sc["interleave"], offload_layers=sc["activation_offload"])
+                          interleave=sc["interleave"], offload_layers=sc["activation_offload"],
+                          framework=sc["framework"])
     except ModelInputError as exc:
         raise InputError(f"{where}{exc}") from None
     if not isinstance(res, SearchResult):
@@ -203,7 +212,8 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
     p = make_prediction(sc["spec"], cal, lay, hardware=node.id, accelerators=sc["accelerators"],
                         global_batch=sc["global_batch"] or _default_gb(sc["spec"]), tokens=sc["tokens"],
                         usd_per_accelerator_hour=price, pricing=sc["pricing"],
-                        min_billed_hours=node.pricing[sc["pricing"]].min_billed_hours if sc["pricing"] else 0.0)
+                        min_billed_hours=node.pricing[sc["pricing"]].min_billed_hours if sc["pricing"] else 0.0,
+                        framework=sc["framework"])
     out = p.to_dict()
     out["search"] = {"considered": res.considered, "fitting_priced": 0,
                      "note": "no layout fits in memory; the least-memory layout is shown"}
@@ -303,6 +313,9 @@ def note_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--activation-checkpointing", help="none | selective | full.")
 @click.option("--tokens", help="Training tokens: adds time to train, accelerator-hours (and cost with --pricing).")
 @click.option("--pricing", help="Catalog price mode: on_demand | reserved | reserved_3y | spot | on_prem.")
+@click.option("--framework", help="Framework family the job will run (default unknown): its fitted factors and its "
+                                  "narrower validated band; valid: the families the validation fitted "
+                                  "(megatron, maxtext, llm-foundry, torchtitan, ...).")
 @click.option("--batch", "batch", type=click.Path(dir_okay=False), help="CSV of scenarios, one per row.")
 @click.option("--json", "as_json", is_flag=True, help="JSON (JSON Lines with --batch) instead of a table.")
 def predict(batch: str | None, as_json: bool, **opts: Any) -> None:

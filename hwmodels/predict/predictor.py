@@ -431,25 +431,39 @@ def loho_section(errors: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return "", {}
 
 
-def held_out_error(hardware: str, path: Path | None = None) -> tuple[float, str]:
+def held_out_error(hardware: str, path: Path | None = None, framework: str | None = None) -> tuple[float, str]:
     """(relative error at INTERVAL_LEVEL, where it came from) for this hardware: the validation's
     ``known_hardware_band`` where the file has it (calibrated on publications held out by source), else the
-    hardware's own leave-one-hardware-out quantile, else the band of a hardware type without rows."""
+    hardware's own leave-one-hardware-out quantile, else the band of a hardware type without rows.
+
+    ``framework``: a stated framework family (:func:`framework_families`): the validation's
+    ``framework_stated_band`` (the same bands, built from errors scored with the family's factors), where the
+    file has it; else the framework-unknown band above, which is wider, with a note saying so."""
     e = _errors(str(path or ERROR_FILE))
     key = f"q{int(INTERVAL_LEVEL * 100)}"
     kb = e.get("known_hardware_band") or {}
+    stated = ""
+    if framework:
+        fs = (e.get("framework_stated_band") or {}).get("known") or {}
+        if fs.get("level") == INTERVAL_LEVEL and isinstance(fs.get("prior_band_rel"), (int, float)):
+            kb = fs
+            stated = (f"framework family {framework} stated: framework_stated_band, the bands scored with each "
+                      "family's factors fitted on the other hardware; ")
+        else:
+            stated = (f"framework family {framework} stated, but {ERROR_FILE.name} has no framework_stated_band: "
+                      "the framework-unknown band (wider) is used; ")
     if kb.get("level") == INTERVAL_LEVEL and isinstance(kb.get("prior_band_rel"), (int, float)):
         cov = (kb.get("held_out_source_coverage") or {}).get("mean_group_covered")
         held = (f"; with each publication (hardware, source) held out in turn, such bands held {cov:.0%} of its "
                 f"rows on average") if isinstance(cov, (int, float)) else ""
         hw = (kb.get("per_hardware") or {}).get(hardware)
         if hw and isinstance(hw.get("band_rel"), (int, float)) and hw.get("n", 0) >= MIN_ROWS_PER_HARDWARE:
-            return float(hw["band_rel"]), (
+            return float(hw["band_rel"]), stated + (
                 f"known_hardware_band ({ERROR_FILE.name}): {hardware}'s own held-out |error| {key} "
                 f"({hw['own_q']:.1%}, {hw['n']} rows from {hw['source_groups']} sources) pooled with the band of a "
                 f"type without rows (+-{kb['prior_band_rel']:.1%}), root-mean-square with weights {hw['source_groups']} "
                 f"(its sources) and {kb['k']:g} (pseudo-sources), so that rows of one publication count once{held}")
-        return float(kb["prior_band_rel"]), (
+        return float(kb["prior_band_rel"]), stated + (
             f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows: the band of a type without "
             f"rows (known_hardware_band, {ERROR_FILE.name}): q{kb['prior_quantile'] * 100:g} of every row's "
             f"held-out |error|, the least quantile at which bands held a held-out publication's rows at "
@@ -613,7 +627,8 @@ def framework_eta(path: Path | None = None, family: str | None = None) -> Framew
     fam = fe.get("per_family", {}).get(family) if family else None
     if fam:
         return FrameworkFactors(float(fam["eta"]), float(fam["comm_eff"]), float(fam.get("overlap_cost", 0.0)),
-                                f"fitted on the {family} rows of the validation")
+                                f"framework family {family} stated: fitted on its {fam.get('rows', '?')} published "
+                                "rows of the validation, shrunk towards the all-rows fit")
     if "eta" in fe:
         how = "fitted on all published runs of the validation, one value for every framework"
         fams = {k: v["eta"] for k, v in fe.get("per_family", {}).items() if "eta" in v}
@@ -626,11 +641,38 @@ def framework_eta(path: Path | None = None, family: str | None = None) -> Framew
     return FrameworkFactors()
 
 
+#: Framework families a prediction may state: those of the validation's per-family fit with at least this many
+#: published rows ("other", runs of no named framework, is not one)
+MIN_STATED_FAMILY_ROWS = 3
+FRAMEWORK_UNKNOWN = "unknown"
+
+
+def framework_families(path: Path | None = None) -> tuple[str, ...]:
+    """The framework families ``--framework`` accepts: fitted per family in the validation file with at least
+    MIN_STATED_FAMILY_ROWS published rows, "other" excluded; () without such a file."""
+    per = ((_errors(str(path or ERROR_FILE)).get("framework_efficiency") or {}).get("per_family") or {})
+    return tuple(sorted(f for f, v in per.items() if f != "other" and isinstance(v, dict)
+                        and v.get("rows", 0) >= MIN_STATED_FAMILY_ROWS and "eta" in v))
+
+
+def check_framework(framework: str | None, path: Path | None = None) -> str | None:
+    """A stated framework family, checked: None for none or ``FRAMEWORK_UNKNOWN``; a family not in
+    :func:`framework_families` is a ModelInputError naming the valid choices."""
+    if framework is None or framework == FRAMEWORK_UNKNOWN:
+        return None
+    fams = framework_families(path)
+    if framework not in fams:
+        raise ModelInputError(f"framework: unknown family {framework!r}; valid choices: "
+                              f"{', '.join((FRAMEWORK_UNKNOWN,) + fams)}")
+    return framework
+
+
 def framework_factors(*, eta: float | None = None, comm_eff: float | None = None, overlap_cost: float | None = None,
-                      path: Path | None = None) -> FrameworkFactors:
-    """The factors a prediction uses: each one given, or else the validation's all-frameworks fit
-    (:func:`framework_eta`), with ``how`` naming which."""
-    fitted = framework_eta(path)
+                      path: Path | None = None, framework: str | None = None) -> FrameworkFactors:
+    """The factors a prediction uses: each one given, or else the validation's fit: the stated framework family's
+    (``framework``, checked by :func:`check_framework`) or the all-frameworks one (:func:`framework_eta`), with
+    ``how`` naming which."""
+    fitted = framework_eta(path, check_framework(framework, path))
     given = tuple(x is not None for x in (eta, comm_eff, overlap_cost))
     return FrameworkFactors(eta if given[0] else fitted.eta, comm_eff if given[1] else fitted.comm_eff,
                             overlap_cost if given[2] else fitted.overlap_cost,
@@ -689,6 +731,7 @@ class Prediction:
     pricing: str | None = None
     usd_per_accelerator_hour: float | None = None
     cost_usd: float | None = None
+    framework: str = "unknown"
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -702,7 +745,7 @@ class Prediction:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "hardware": self.hardware, "accelerators": self.accelerators, "model": self.model,
-            "seq_len": self.seq_len, "global_batch": self.global_batch,
+            "seq_len": self.seq_len, "global_batch": self.global_batch, "framework": self.framework,
             "tokens_per_s": self.tokens_per_s, "tokens_per_s_per_accelerator": self.tokens_per_s_per_accelerator,
             "step_time_s": self.step_time_s, "mfu": self.mfu, "hfu": self.hfu,
             "memory_per_accelerator_GiB": self.memory_per_accelerator_GiB, "fits": self.fits,
@@ -736,20 +779,29 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
                     attention: str = "flash", eta: float | None = None, comm_eff: float | None = None,
                     overlap_cost: float | None = None, error_path: Path | None = None, times: StepTimes | None = None,
                     min_billed_hours: float = 0.0, stack: float | None = None,
-                    memory_error_path: Path | None = None) -> Prediction:
+                    memory_error_path: Path | None = None, framework: str | None = None) -> Prediction:
     """One layout's prediction. ``min_billed_hours``: hours per accelerator a committed pricing term bills
     however short the job (``Price.min_billed_hours``); the cost is the larger of the job's accelerator-hours
     and ``accelerators x min_billed_hours``, so it agrees with the report's bill. ``stack``: the step-time factor
     of the node's software stack; None = the validation's (:func:`stack_factor` of ``cal.software_stack``), which
     scales every part of the breakdown alike. ``memory_error_path``: the memory validation file the memory
-    interval reads (default ``MEMORY_ERROR_FILE``)."""
+    interval reads (default ``MEMORY_ERROR_FILE``). ``framework``: a stated framework family
+    (:func:`framework_families`; None or "unknown": not stated): its fitted factors instead of the all-frameworks
+    ones, no software-stack factor (the family's fit already holds what its runs lost, on whatever hardware they
+    ran), and the interval of the validation's ``framework_stated_band``, scored that way."""
     seq = seq_len or spec.seq_len
     if layout.world != accelerators:
         raise ModelInputError(f"layout: dp*tp*pp*cp = {layout.world} != accelerators ({accelerators})")
-    factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
+    framework = check_framework(framework, error_path)
+    factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path,
+                                framework=framework)
     st = times or step_times(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention,
                              eta=factors.eta, comm_eff=factors.comm_eff, overlap_cost=factors.overlap_cost)
-    if stack is None:
+    if stack is None and framework:
+        stack, stack_how = 1.0, (f"framework family {framework} stated: no software-stack factor (x1); the family's "
+                                 "fitted factors stand for what its runs lost beyond the op model, as the validation "
+                                 "scores a stated family (framework_stated_band)")
+    elif stack is None:
         stack, stack_how = stack_factor(cal.software_stack, error_path)
     else:
         stack_how = f"step time x{stack:.3f} (given)"
@@ -759,7 +811,7 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     peak = cal.peak_flops(layout.precision) * accelerators
     mfu = st.model_flops / (step * peak)
     hfu = st.hardware_flops / (step * peak)
-    rel_v, rel_src = held_out_error(hardware, error_path)
+    rel_v, rel_src = held_out_error(hardware, error_path, framework)
     cal_sigma = cal.rel_sigma(comm_share=st.exposed_comm / st.total if st.total > 0 else 0.0)
     rel = math.sqrt(rel_v ** 2 + cal_sigma ** 2)
     interval = {"level": INTERVAL_LEVEL, "relative": rel,
@@ -809,7 +861,7 @@ def make_prediction(spec: ModelSpec, cal: Calibration, layout: Layout, *, hardwa
     calib = dict(cal.sources())
     calib["framework_efficiency"] = factors.label()
     calib["software_stack"] = stack_how
-    return Prediction(
+    return Prediction(framework=framework or FRAMEWORK_UNKNOWN,
         hardware=hardware, accelerators=accelerators, model=getattr(spec, "name", "custom"), seq_len=seq,
         global_batch=global_batch, layout=layout, step_time_s=step,
         breakdown_s={"compute": st.compute * stack, "memory_bound": st.memory_bound * stack,
@@ -878,7 +930,7 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
 
 
 __all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",
-           "framework_eta", "stack_factor", "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
+           "framework_eta", "framework_families", "check_framework", "stack_factor", "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
 
 
 def predict_workload(name: str, config: dict[str, Any], cal: Calibration, *, attention: str = "materialized",

@@ -204,7 +204,8 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
            error_path: Path | None = None, min_billed_hours: float = 0.0, attention: str = "flash",
            interleave: int | None = None, tp_comm_overlap: bool = False, dp_comm_overlap: bool = True,
            cp: int | None = None, memory_safe: bool = True, memory_error_path: Path | None = None,
-           quantized_saves: bool = True, offload_layers: int = 0, search_offload: bool = True) -> SearchResult:
+           quantized_saves: bool = True, offload_layers: int = 0, search_offload: bool = True,
+           framework: str | None = None) -> SearchResult:
     """Fastest fitting layouts for the job on one node type; fixed arguments are honoured. ``attention``: the
     attention core the framework runs (``flash``: a fused kernel; ``materialized``: score GEMMs and a softmax);
     ``tp_comm_overlap``: the framework pipelines TP collectives with the GEMMs (``Layout.tp_comm_overlap``; off by
@@ -220,10 +221,14 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     ``memory_safe``: also return the fastest layout that fits with the memory model's held-out q90 error as
     headroom (``SearchResult.memory_safe``, :func:`memory_safe_capacity`): the fit verdict of ``best`` rests on a
     point estimate whose error on published peak memory is that large, and the search otherwise favours layouts
-    at the edge of the capacity (more micro-batch, less recomputation)."""
+    at the edge of the capacity (more micro-batch, less recomputation).
+
+    ``framework``: a stated framework family (``make_prediction``): the layouts are ranked and priced with its
+    fitted factors."""
     seq = seq_len or spec.seq_len
     gb = global_batch or default_global_batch(seq)
-    factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path)
+    factors = framework_factors(eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost, path=error_path,
+                                framework=framework)
     cap = cal.memory_capacity_bytes
     job = dict(spec=spec, cal=cal, accelerators=accelerators, gb=gb, seq=seq, precision=precision, tp=tp, pp=pp,
                sharding=sharding, micro_batch=micro_batch, recompute=recompute, factors=factors,
@@ -239,7 +244,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                                seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
                                pricing=pricing, eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost,
                                error_path=error_path, times=st, min_billed_hours=min_billed_hours,
-                               attention=attention, memory_error_path=memory_error_path)
+                               attention=attention, memory_error_path=memory_error_path, framework=framework)
 
     preds = [priced(lay, st) for _, lay, st in scored[:top]]
     note = search_optimism(error_path)
@@ -288,7 +293,8 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
                 tokens: float | None = None, pricing: str | None = None, points: Iterable[KernelPoint] = (),
                 calibration: Calibration | None = None, eta: float | None = None,
                 error_path: Path | None = None, catalog: Any = None, cp: int | None = None,
-                tp_comm_overlap: bool = False, offload_layers: int = 0) -> Prediction | SearchResult:
+                tp_comm_overlap: bool = False, offload_layers: int = 0,
+                framework: str | None = None) -> Prediction | SearchResult:
     """One job: a fixed layout when tp, pp, sharding, micro-batch and recompute are all given and
     ``layout != "auto"``; else the layout search. ``hardware`` is a catalog id or a ``NodeType``.
 
@@ -296,7 +302,8 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
     the GEMMs (``Layout.tp_comm_overlap``, off by default); ``interleave``: virtual pipeline chunks per rank
     (searched when None; 1 for a fixed layout); ``offload_layers``: each pipeline stage's saved activations of that
     many layers go to host memory (``Layout.offload_layers``; 0 = none stated: the search may choose it, ``search``'s
-    ``search_offload``).
+    ``search_offload``); ``framework``: a stated framework family (``make_prediction``; None or "unknown": not
+    stated).
 
     Returns a :class:`Prediction` (fixed layout) or a :class:`SearchResult`.
     The cost uses ``node.price_per_hour(pricing) / accelerators_per_node`` per accelerator-hour; a committed
@@ -332,12 +339,13 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
                      tp_comm_overlap=tp_comm_overlap and tp > 1, offload_layers=offload_layers)
         return make_prediction(spec, cal, lay, hardware=node.id, accelerators=accelerators, global_batch=gb,
                                seq_len=seq, tokens=tokens, usd_per_accelerator_hour=price, pricing=pricing, eta=eta,
-                               error_path=error_path, min_billed_hours=billed)
+                               error_path=error_path, min_billed_hours=billed, framework=framework)
     return search(spec, cal, hardware=node.id, accelerators=accelerators, global_batch=gb, seq_len=seq,
                   precision=precision, tp=tp, pp=pp, sharding=sharding, micro_batch=micro_batch,
                   recompute=activation_checkpointing, tokens=tokens, usd_per_accelerator_hour=price,
                   pricing=pricing, eta=eta, error_path=error_path, min_billed_hours=billed, cp=cp,
-                  tp_comm_overlap=tp_comm_overlap, interleave=interleave, offload_layers=offload_layers)
+                  tp_comm_overlap=tp_comm_overlap, interleave=interleave, offload_layers=offload_layers,
+                  framework=framework)
 
 
 def search_all(spec: ModelSpec, catalog: Iterable[Any], *, accelerators: int, **kw: Any) -> dict[str, SearchResult]:
