@@ -106,7 +106,7 @@ TOPOLOGIES = ("switch", "mesh", "ring", "torus2d", "torus3d", "pcie", "none")
 DIRECTIONS = ("bidirectional", "unidirectional")
 #: Vendor software stacks (compiler, kernel libraries, collective library) a node trains with: hardware of one
 #: stack shares what no op model accounts for (benchmarks/predictor_validation.py, stack factor).
-STACKS = ("cuda", "rocm", "xla-tpu", "synapseai", "cpu")
+STACKS = ("cuda", "rocm", "xla-tpu", "synapseai", "neuron", "cpu")
 STALE_MONTHS = 12.0
 DAYS_PER_MONTH = 365.25 / 12  # mean Gregorian-ish month, for ages in months
 SPARSITY_FACTOR = 2.0  # 2:4 structured sparsity, see module docstring

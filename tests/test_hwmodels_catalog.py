@@ -456,11 +456,12 @@ def test_same_die_is_a_sourced_catalog_reference(tmp_path):
 
 
 def test_matrix_unit_dim_is_an_optional_whole_number():
-    """[accelerators] matrix_unit_dim: the systolic-array width (TPU v6e 256, v5e/v5p 128), absent elsewhere (0);
+    """[accelerators] matrix_unit_dim: the systolic-array width (TPU v6e 256, v5e/v5p 128, Trainium 128), absent
+    elsewhere (0);
     a fraction or a non-number is an error naming the field."""
     cat = default_catalog()
     assert {n.id: n.matrix_unit_dim for n in cat if n.matrix_unit_dim} == {"tpu-v5e": 128, "tpu-v5p": 128,
-                                                                         "tpu-v6e": 256}
+                                                                         "tpu-v6e": 256, "trn1": 128}
     assert cat.get("tpu-v6e").to_dict()["matrix_unit_dim"] == 256 and cat.get("h100-sxm").matrix_unit_dim == 0
     for bad, match in ((128.5, r"accelerators\.matrix_unit_dim: must be a whole number"),
                        ("wide", r"accelerators\.matrix_unit_dim: expected a number")):
