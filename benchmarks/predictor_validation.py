@@ -780,13 +780,25 @@ PROSPECTIVE = {"a840a7a": (
     "eeef37d": ("amd-primus-mi325x-llama3-8b-g8-fp8", "amd-primus-mi325x-llama3-8b-g64-fp8",
                 "amd-primus-mi325x-llama3-70b-g8-fp8", "amd-primus-mi325x-llama3-70b-g64-fp8",
                 "amd-primus-mi325x-llama3-70b-g8-bf16", "amd-primus-mi325x-llama3-70b-g64-bf16",
-                "amd-maxtext-mi355x-llama2-70b-g8-pdbs11", "amd-maxtext-mi355x-llama2-70b-g8-pdbs16")}
+                "amd-maxtext-mi355x-llama2-70b-g8-pdbs11", "amd-maxtext-mi355x-llama2-70b-g8-pdbs16"),
+    # 8c80db1 (data/reference/preregistered/set19_trn1.*): AWS Trainium (trn1), never seen, on the Neuron software
+    # stack, never seen: AWS's Trn1 training tables, one row per configuration at its latest SDK version; the catalog
+    # entry (per NeuronCore) written from AWS's architecture pages in the same commit
+    "8c80db1": (
+                "neuron-trn1-gpt3-175b-nemo-tp32-pp8-n32-sdk2.18.0", "neuron-trn1-gpt3-23b-nemo-tp8-pp4-n32-sdk2.18.0",
+                "neuron-trn1-gpt3-46b-nemo-tp8-pp8-n32-sdk2.18.0", "neuron-trn1-gpt3-6.7b-megatronlm-tp8-pp1-n1-sdk2.6.0",
+                "neuron-trn1-gpt3-6.7b-megatronlm-tp8-pp1-n16-sdk2.13.0", "neuron-trn1-llama31-70b-nxd-tp32-pp8-n32-sdk2.24.0",
+                "neuron-trn1-llama31-8b-nxd-tp32-pp1-n32-sdk2.24.0", "neuron-trn1-llama2-13b-nemo-tp8-pp4-n16-sdk2.17.0",
+                "neuron-trn1-llama2-13b-nemo-tp8-pp4-n32-sdk2.15.0", "neuron-trn1-llama2-13b-nxd-tp8-pp4-n32-sdk2.18.0",
+                "neuron-trn1-llama2-13b-nxd-tp8-pp8-n32-sdk2.21.0", "neuron-trn1-llama2-70b-nxd-tp32-pp4-n32-sdk2.18.0",
+                "neuron-trn1-llama2-70b-nxd-tp32-pp8-n32-sdk2.21.0", "neuron-trn1-llama2-7b-nemo-tp8-pp1-n16-sdk2.13.1",
+                "neuron-trn1-llama2-7b-nemo-tp8-pp4-n32-sdk2.17.0", "neuron-trn1-llama2-7b-nxd-tp8-pp1-n16-sdk2.21.0")}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
-                               "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d")
+                               "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
