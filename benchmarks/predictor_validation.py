@@ -221,9 +221,13 @@ def framework_selective(spec, cal, lay: Layout, row: dict, gb: int, core: str) -
 def family(framework: str) -> str:
     """The framework family a row's fitted factors are shared with. DeepSpeed's ZeRO-3 engine (the partitioned-
     parameter engine of Narayanan et al. 2021's comparison) is its own family: a different code path from
-    Megatron-DeepSpeed's ZeRO-1 with TP/PP (BLOOM, Intel Gaudi)."""
+    Megatron-DeepSpeed's ZeRO-1 with TP/PP (BLOOM, Intel Gaudi). Every framework on AWS's Neuron SDK (NxD, and the
+    Neuron ports of NeMo and Megatron-LM) is one family, "neuron": there the framework's Python is the only part of
+    it that runs; the graph is compiled by neuronx-cc and its collectives run on the Neuron runtime, so what a run
+    loses is shared across them and not with the CUDA framework of the same name (set 19: the NeMo and Megatron-LM
+    ports priced with the CUDA Megatron family's factors were 7 of its 16 rows above 25%)."""
     f = framework.lower()
-    for key, name in (("foundry", "llm-foundry"), ("axlearn", "axlearn"), ("maxtext", "maxtext"), ("torchtitan", "torchtitan"),
+    for key, name in (("neuron", "neuron"), ("foundry", "llm-foundry"), ("axlearn", "axlearn"), ("maxtext", "maxtext"), ("torchtitan", "torchtitan"),
                       ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("fms-fsdp", "fms-fsdp"),
                       ("megatron", "megatron"), ("nemo", "megatron"), ("gaudi", "gaudi-optimum")):
         if key in f:
