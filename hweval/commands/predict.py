@@ -315,7 +315,7 @@ def note_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--pricing", help="Catalog price mode: on_demand | reserved | reserved_3y | spot | on_prem.")
 @click.option("--framework", help="Framework family the job will run (default unknown): its fitted factors and its "
                                   "narrower validated band; valid: the families the validation fitted "
-                                  "(megatron, maxtext, llm-foundry, torchtitan, ...).")
+                                  "(megatron, maxtext, llm-foundry, torchtitan, neuron, ...).")
 @click.option("--batch", "batch", type=click.Path(dir_okay=False), help="CSV of scenarios, one per row.")
 @click.option("--json", "as_json", is_flag=True, help="JSON (JSON Lines with --batch) instead of a table.")
 def predict(batch: str | None, as_json: bool, **opts: Any) -> None:
