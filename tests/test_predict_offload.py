@@ -10,7 +10,7 @@ import pytest
 from hwmodels.errors import ModelInputError
 from hwmodels.predict import Layout, calibrate, preset, search, step_times
 from hwmodels.predict.calibration import Rate, host_link_rate
-from hwmodels.predict.memory import estimate, saved_bytes_per_layer
+from hwmodels.predict.memory import estimate, saved_bytes_per_layer, saved_precision
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +63,13 @@ def test_offload_costs_the_host_copies_compute_does_not_hide(gb300):
     assert st.exposed_comm - none.exposed_comm > 0.9 * m * 2 * t  # the phases hide under a tenth of it
     assert st.exposed_comm - none.exposed_comm < m * 2 * t
     assert st.comm_total - none.comm_total == pytest.approx(m * 2 * t)
+    # torchao float8 keeps 16-bit saved inputs: the copies carry those bytes, as the memory estimate counts them
+    # (memory.saved_precision, the rule's one home)
+    hp = step_times(s, slow, _layout(offload_layers=20, quantized_saves=False), **kw)
+    t16 = 20 * saved_bytes_per_layer(s, micro_batch=2, seq_len=8192, tp=1, sp=False, recompute="none",
+                                     precision=saved_precision("fp8", False)) / slow_bw
+    assert saved_precision("fp8") == "fp8" and saved_precision("fp8", False) == "bf16" and t16 > t
+    assert hp.comm_total - none.comm_total == pytest.approx(m * 2 * t16)
 
 
 def test_offload_needs_a_host_link_figure(cat):

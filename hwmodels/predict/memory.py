@@ -163,6 +163,13 @@ def offloaded_layers(offload_layers: int, layers_per_stage: float) -> float:
     return float(offload_layers)
 
 
+def saved_precision(precision: str, quantized_saves: bool = True) -> str:
+    """The precision a linear's saved input is kept in: the training precision where the fp8/fp4 linears keep their
+    quantized inputs for the backward (``quantized_saves``, Transformer Engine's way), else bf16 (torchao float8
+    keeps the high-precision input). The one home of that rule: the memory estimate and the offload copies read it."""
+    return precision if quantized_saves else "bf16"
+
+
 def saved_bytes_per_layer(spec: ModelSpec, *, micro_batch: int, seq_len: int, tp: int, sp: bool, recompute: str,
                           flash: bool = True, recompute_layers: float = 1.0, selective_saves: str = "korthikanti",
                           precision: str = "bf16") -> float:
@@ -188,7 +195,7 @@ def estimate(spec: ModelSpec, *, capacity_bytes: float, precision: str, sharding
     the others keep every activation; ``selective_saves``: what selective recomputation keeps; ``quantized_saves``:
     under fp8/fp4 the linears' saved inputs are quantized (TE) rather than 16-bit (torchao float8);
     ``offload_layers``: layers of a stage whose saved activations live in host memory (:func:`offloaded_layers`)."""
-    act_precision = precision if quantized_saves else "bf16"
+    act_precision = saved_precision(precision, quantized_saves)
     n = spec.n_params()
     n_local = n / (tp * pp)
     w, g, o = state_bytes_per_param(precision)
@@ -236,5 +243,5 @@ def korthikanti_per_layer(s: int, b: int, h: int, a: int, t: int = 1, *, sp: boo
     return s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
 
 
-__all__ = ["MemoryEstimate", "estimate", "activation_bytes_per_layer", "korthikanti_per_layer", "SHARDINGS",
+__all__ = ["MemoryEstimate", "estimate", "activation_bytes_per_layer", "saved_precision", "korthikanti_per_layer", "SHARDINGS",
            "RECOMPUTE", "SELECTIVE_SAVES", "state_bytes_per_param", "GiB"]

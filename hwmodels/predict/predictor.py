@@ -64,7 +64,8 @@ from hwmodels.predict import ops as O
 from hwmodels.predict.calibration import Calibration
 from hwmodels.predict.collectives import collective_time
 from hwmodels.predict.layout import Layout, placement, pp_hops
-from hwmodels.predict.memory import GiB, MemoryEstimate, estimate, offloaded_layers, saved_bytes_per_layer
+from hwmodels.predict.memory import (GiB, MemoryEstimate, estimate, offloaded_layers, saved_bytes_per_layer,
+                                     saved_precision)
 from hwmodels.predict.spec import GenericSpec, ModelSpec
 
 ERROR_FILE = Path(__file__).resolve().parents[2] / "data" / "reference" / "predictor_error.json"
@@ -219,7 +220,7 @@ def _offload_cost(spec: ModelSpec, cal: Calibration, layout: Layout, *, seq: int
     per_layer = saved_bytes_per_layer(spec, micro_batch=layout.micro_batch, seq_len=seq, tp=layout.tp,
                                       sp=layout.sequence_parallel, recompute=layout.recompute,
                                       recompute_layers=layout.recompute_layers, selective_saves=layout.selective_saves,
-                                      precision=layout.precision if layout.quantized_saves else "bf16")
+                                      precision=saved_precision(layout.precision, layout.quantized_saves))
     t = off * per_layer / cal.host_link.value
     ov = cal.overlap.value
     exposed = max(t - ov * fwd_s, 0.05 * t) + max(t - ov * bwd_s, 0.05 * t)
