@@ -742,6 +742,29 @@ def test_known_hardware_band_counts_a_publication_once():
         pytest.approx(math.sqrt(0.05))
 
 
+def test_framework_stated_band_is_the_same_ladder_on_the_family_scored_errors():
+    """framework_stated_band runs never_seen_band then known_hardware_band on the errors it is given (the
+    leave-one-hardware-out errors with each family's factors): narrower errors give narrower bands, and the same
+    errors the framework-unknown bands."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    rng = np.random.default_rng(2)
+    preds, unknown = [], []
+    for h in ("a", "b", "c"):
+        for g in range(3):
+            preds += [{"hw": h, "source": f"{h}-src{g}"}] * 20
+            unknown += list(rng.normal(0, 0.25, 20))
+    unknown = np.array(unknown)
+    stated = unknown * 0.5  # the family factors take half of each row's error away
+    fs = V.framework_stated_band(preds, stated)
+    nb = V.never_seen_band(preds, stated)
+    assert fs["never_seen"] == nb and fs["known"] == V.known_hardware_band(preds, stated, nb)
+    wide = V.known_hardware_band(preds, unknown, V.never_seen_band(preds, unknown))
+    assert fs["known"]["prior_band_rel"] < wide["prior_band_rel"]
+    for h in ("a", "b", "c"):
+        assert fs["known"]["per_hardware"][h]["band_rel"] < wide["per_hardware"][h]["band_rel"]
+
+
 def test_interval_reads_the_known_hardware_band(tmp_path):
     """Where the validation file has known_hardware_band, a hardware with rows carries its pooled band and one with
     fewer rows (or none) the band of a type without rows, each saying where it came from."""
