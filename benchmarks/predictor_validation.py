@@ -227,7 +227,8 @@ def family(framework: str) -> str:
     loses is shared across them and not with the CUDA framework of the same name (set 19: the NeMo and Megatron-LM
     ports priced with the CUDA Megatron family's factors were 7 of its 16 rows above 25%)."""
     f = framework.lower()
-    for key, name in (("neuron", "neuron"), ("foundry", "llm-foundry"), ("axlearn", "axlearn"), ("maxtext", "maxtext"), ("torchtitan", "torchtitan"),
+    for key, name in (("neuron", "neuron"), ("foundry", "llm-foundry"), ("axlearn", "axlearn"), ("maxtext", "maxtext"),
+                      ("torchtitan", "torchtitan"),
                       ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("fms-fsdp", "fms-fsdp"),
                       ("megatron", "megatron"), ("nemo", "megatron"), ("gaudi", "gaudi-optimum")):
         if key in f:
@@ -789,14 +790,23 @@ PROSPECTIVE = {"a840a7a": (
     # stack, never seen: AWS's Trn1 training tables, one row per configuration at its latest SDK version; the catalog
     # entry (per NeuronCore) written from AWS's architecture pages in the same commit
     "8c80db1": (
-                "neuron-trn1-gpt3-175b-nemo-tp32-pp8-n32-sdk2.18.0", "neuron-trn1-gpt3-23b-nemo-tp8-pp4-n32-sdk2.18.0",
-                "neuron-trn1-gpt3-46b-nemo-tp8-pp8-n32-sdk2.18.0", "neuron-trn1-gpt3-6.7b-megatronlm-tp8-pp1-n1-sdk2.6.0",
-                "neuron-trn1-gpt3-6.7b-megatronlm-tp8-pp1-n16-sdk2.13.0", "neuron-trn1-llama31-70b-nxd-tp32-pp8-n32-sdk2.24.0",
-                "neuron-trn1-llama31-8b-nxd-tp32-pp1-n32-sdk2.24.0", "neuron-trn1-llama2-13b-nemo-tp8-pp4-n16-sdk2.17.0",
-                "neuron-trn1-llama2-13b-nemo-tp8-pp4-n32-sdk2.15.0", "neuron-trn1-llama2-13b-nxd-tp8-pp4-n32-sdk2.18.0",
-                "neuron-trn1-llama2-13b-nxd-tp8-pp8-n32-sdk2.21.0", "neuron-trn1-llama2-70b-nxd-tp32-pp4-n32-sdk2.18.0",
-                "neuron-trn1-llama2-70b-nxd-tp32-pp8-n32-sdk2.21.0", "neuron-trn1-llama2-7b-nemo-tp8-pp1-n16-sdk2.13.1",
-                "neuron-trn1-llama2-7b-nemo-tp8-pp4-n32-sdk2.17.0", "neuron-trn1-llama2-7b-nxd-tp8-pp1-n16-sdk2.21.0")}
+        "neuron-trn1-gpt3-175b-nemo-tp32-pp8-n32-sdk2.18.0",
+        "neuron-trn1-gpt3-23b-nemo-tp8-pp4-n32-sdk2.18.0",
+        "neuron-trn1-gpt3-46b-nemo-tp8-pp8-n32-sdk2.18.0",
+        "neuron-trn1-gpt3-6.7b-megatronlm-tp8-pp1-n1-sdk2.6.0",
+        "neuron-trn1-gpt3-6.7b-megatronlm-tp8-pp1-n16-sdk2.13.0",
+        "neuron-trn1-llama31-70b-nxd-tp32-pp8-n32-sdk2.24.0",
+        "neuron-trn1-llama31-8b-nxd-tp32-pp1-n32-sdk2.24.0",
+        "neuron-trn1-llama2-13b-nemo-tp8-pp4-n16-sdk2.17.0",
+        "neuron-trn1-llama2-13b-nemo-tp8-pp4-n32-sdk2.15.0",
+        "neuron-trn1-llama2-13b-nxd-tp8-pp4-n32-sdk2.18.0",
+        "neuron-trn1-llama2-13b-nxd-tp8-pp8-n32-sdk2.21.0",
+        "neuron-trn1-llama2-70b-nxd-tp32-pp4-n32-sdk2.18.0",
+        "neuron-trn1-llama2-70b-nxd-tp32-pp8-n32-sdk2.21.0",
+        "neuron-trn1-llama2-7b-nemo-tp8-pp1-n16-sdk2.13.1",
+        "neuron-trn1-llama2-7b-nemo-tp8-pp4-n32-sdk2.17.0",
+        "neuron-trn1-llama2-7b-nxd-tp8-pp1-n16-sdk2.21.0",
+    )}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,

@@ -1204,8 +1204,9 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
         bands = [v["band_rel"] for v in (fs.get("per_hardware") or {}).values()
                  if isinstance(v.get("band_rel"), (int, float))]
         cov = (fs.get("held_out_source_coverage") or {}).get("mean_group_covered")
+        eta = fam.get("eta", float("nan"))
         validation += (f"; the job states its framework ({jb.framework}): every row is priced with that family's "
-                       f"factors fitted on its {fam.get('rows', '?')} published runs (eta {fam.get('eta', float('nan')):.2f}) "
+                       f"factors fitted on its {fam.get('rows', '?')} published runs (eta {eta:.2f}) "
                        f"and no software-stack factor, and carries the bands validated that way, "
                        + (f"+/-{min(bands):.0%} to +/-{max(bands):.0%} " if bands else "")
                        + f"(a hardware type without published rows: +/-{fs['prior_band_rel']:.0%})"

@@ -180,17 +180,17 @@ def parse_job(mapping: Any, where: str = "job") -> Job:
     level = _number(mapping, "level", where, hi=1.0, hi_open=True)
     framework = mapping.get("framework")
     if framework is not None:
-        from hwmodels.predict.predictor import FRAMEWORK_UNKNOWN, framework_families
+        from hwmodels.predict.predictor import FRAMEWORK_UNKNOWN, framework_choice_error
 
-        fams = framework_families()
-        if not isinstance(framework, str) or (framework != FRAMEWORK_UNKNOWN and framework not in fams):
-            raise InputError(f"{where}.framework: unknown family {framework!r}; valid choices: "
-                             f"{', '.join((FRAMEWORK_UNKNOWN,) + fams)}")
+        why = framework_choice_error(framework)
+        if why:
+            raise InputError(f"{where}.framework: {why}")
         framework = None if framework == FRAMEWORK_UNKNOWN else framework
-    return Job(framework=framework, model=model.strip(), tokens=float(tokens) if tokens is not None else None,
+    return Job(model=model.strip(), tokens=float(tokens) if tokens is not None else None,
                target_loss=float(target) if target is not None else None, global_batch=gb, seq_len=seq,
                precision=precision, accelerators=counts, deadline_days=deadline, budget_usd=budget,
-               pricing=tuple(dict.fromkeys(items)), level=float(level) if level is not None else 0.9)
+               pricing=tuple(dict.fromkeys(items)), level=float(level) if level is not None else 0.9,
+               framework=framework)
 
 
 # ----------------------------------------------------------------------------- tokens

@@ -102,11 +102,10 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
             raise err("pricing", f"{out['pricing']!r} has no price for {node.id}; valid choices: "
                                  f"{', '.join(node.modes) or '(none)'}")
     if out["framework"] is not None:
-        from hwmodels.predict.predictor import FRAMEWORK_UNKNOWN, framework_families
-        fams = framework_families()
-        if out["framework"] != FRAMEWORK_UNKNOWN and out["framework"] not in fams:
-            raise err("framework", f"unknown family {out['framework']!r}; valid choices: "
-                                   f"{', '.join((FRAMEWORK_UNKNOWN,) + fams)}")
+        from hwmodels.predict.predictor import framework_choice_error
+        why = framework_choice_error(out["framework"])
+        if why:
+            raise err("framework", why)
     if out["layout"] == "fixed":
         missing = [c for c in ("tp", "pp", "sharding", "micro_batch", "activation_checkpointing") if out[c] is None]
         if missing:

@@ -243,5 +243,5 @@ def korthikanti_per_layer(s: int, b: int, h: int, a: int, t: int = 1, *, sp: boo
     return s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
 
 
-__all__ = ["MemoryEstimate", "estimate", "activation_bytes_per_layer", "saved_precision", "korthikanti_per_layer", "SHARDINGS",
-           "RECOMPUTE", "SELECTIVE_SAVES", "state_bytes_per_param", "GiB"]
+__all__ = ["MemoryEstimate", "estimate", "activation_bytes_per_layer", "saved_precision", "korthikanti_per_layer",
+           "SHARDINGS", "RECOMPUTE", "SELECTIVE_SAVES", "state_bytes_per_param", "GiB"]

@@ -656,15 +656,23 @@ def framework_families(path: Path | None = None) -> tuple[str, ...]:
                         and v.get("rows", 0) >= MIN_STATED_FAMILY_ROWS and "eta" in v))
 
 
+def framework_choice_error(framework: Any, path: Path | None = None) -> str | None:
+    """Why ``framework`` is not a family a prediction may state ("unknown family ...; valid choices: ..."), or None
+    when it is one (or ``FRAMEWORK_UNKNOWN``): the one check the CLI, the plan's job and the predictor share."""
+    fams = framework_families(path)
+    if framework == FRAMEWORK_UNKNOWN or (isinstance(framework, str) and framework in fams):
+        return None
+    return f"unknown family {framework!r}; valid choices: {', '.join((FRAMEWORK_UNKNOWN,) + fams)}"
+
+
 def check_framework(framework: str | None, path: Path | None = None) -> str | None:
     """A stated framework family, checked: None for none or ``FRAMEWORK_UNKNOWN``; a family not in
     :func:`framework_families` is a ModelInputError naming the valid choices."""
     if framework is None or framework == FRAMEWORK_UNKNOWN:
         return None
-    fams = framework_families(path)
-    if framework not in fams:
-        raise ModelInputError(f"framework: unknown family {framework!r}; valid choices: "
-                              f"{', '.join((FRAMEWORK_UNKNOWN,) + fams)}")
+    why = framework_choice_error(framework, path)
+    if why:
+        raise ModelInputError(f"framework: {why}")
     return framework
 
 
@@ -931,7 +939,8 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
 
 
 __all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",
-           "framework_eta", "framework_families", "check_framework", "stack_factor", "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
+           "framework_eta", "framework_families", "framework_choice_error", "check_framework", "stack_factor",
+           "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
 
 
 def predict_workload(name: str, config: dict[str, Any], cal: Calibration, *, attention: str = "materialized",
