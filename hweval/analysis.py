@@ -58,7 +58,7 @@ from hwcore.errors import InputError
 from hwcore.store import Store
 from hwmodels.dtypes import predict_precision
 from hwmodels.predict.calibration import CACHE_RESIDENT_BYTES  # STREAM points under it: cache-resident
-from hweval.job import Job, TokenBudget, job_tokens, parse_job
+from hweval.job import LADDER_REFERENCE, Job, TokenBudget, job_tokens, parse_job
 
 LEVEL = 0.9
 #: price-range half-widths (fractions) per pricing mode: stated assumptions (module docstring)
@@ -819,6 +819,15 @@ def job_regime_notes(job: Job, counts: Sequence[int], nodes: Sequence[str] = ())
     return [f"predictor: {n}" for n in dict.fromkeys(out)]
 
 
+def ladder_reference_flops(catalog: Any) -> float | None:
+    """Dense bf16 peak per accelerator of the ladder's reference type (:data:`hweval.job.LADDER_REFERENCE`), or
+    None when the catalog lacks it (then every type is priced at the ladder's counts as they are)."""
+    if LADDER_REFERENCE not in catalog:
+        return None
+    peak = catalog.get(LADDER_REFERENCE).peaks.get("bf16")
+    return peak.dense_flops_per_s if peak is not None else None
+
+
 def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequence[str] | None = None,
                 today: date | str | None = None, measured_node: str | None = None,
                 throughput_noise: IntervalPart | None = None) -> tuple[list[JobOption], list[Unavailable]]:
@@ -828,6 +837,7 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
 
     spec = job.spec()
     ids = list(candidates) if candidates else [n.id for n in catalog if n.kind != "cpu"]
+    ref_flops = ladder_reference_flops(catalog)
     opts: list[JobOption] = []
     missing: list[Unavailable] = []
     tok_part = IntervalPart(name="scaling law (tokens to target)", lo_factor=tokens.rel_lo, hi_factor=tokens.rel_hi,
@@ -847,7 +857,7 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
             missing.append(Unavailable(node=nid, accelerators=None, pricing=None,
                                        reason=f"no {job.precision} support in the catalog (has {', '.join(node.peaks)})"))
             continue
-        for count in job.counts:
+        for count in job.counts_for(node, ref_flops):
             try:
                 res = predict_job(hardware=node, accelerators=count, model=spec, global_batch=job.global_batch,
                                   precision=job.precision, tokens=tokens.tokens, catalog=catalog,

@@ -10,7 +10,8 @@ A plan's ``job:`` section (and ``hweval cost --plan``) declares it::
       seq_len: 4096                 # optional; overrides the preset's
       precision: bf16               # bf16 | fp8 | fp16 | fp32
       accelerators: [256, 512, 1024]  # counts to compare ...
-      deadline_days: 30             # ... and/or a deadline (counts chosen from a ladder when none are given)
+      deadline_days: 30             # ... and/or a deadline (counts from a ladder when none are given: 8..4096
+                                    # H100-equivalents of dense bf16 peak per node type, ladder_counts)
       budget_usd: 2.0e6             # optional budget ("fastest within budget")
       pricing: [on_demand, reserved, spot]
       level: 0.9                    # interval level
@@ -44,8 +45,11 @@ from hwmodels.dtypes import PREDICT_PRECISIONS as PRECISIONS  # hwmodels.predict
 
 KEYS = ("model", "tokens", "target_loss", "global_batch", "seq_len", "precision", "accelerators", "deadline_days",
         "budget_usd", "pricing", "level", "framework")
-#: accelerator counts tried when the job gives a deadline or budget instead of counts
+#: accelerator counts tried when the job gives a deadline or budget instead of counts, in accelerators of
+#: LADDER_REFERENCE; every other node type is tried at the counts with the same aggregate peak (:func:`ladder_counts`)
 COUNT_LADDER = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+#: the catalog id whose accelerators COUNT_LADDER counts
+LADDER_REFERENCE = "h100-sxm"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +77,12 @@ class Job:
 
     @property
     def counts(self) -> tuple[int, ...]:
+        """The counts asked for, else the ladder in the reference's accelerators (:data:`LADDER_REFERENCE`)."""
         return self.accelerators or COUNT_LADDER
+
+    def counts_for(self, node: Any, reference_flops: float | None) -> tuple[int, ...]:
+        """The counts to price ``node`` at: those asked for, else :func:`ladder_counts`."""
+        return self.accelerators or ladder_counts(node, reference_flops)
 
     def describe(self) -> str:
         """``llama2-7b on 1T tokens`` (or ``... to loss 2.1``)."""
@@ -89,6 +98,27 @@ class Job:
         if self.accelerators:
             out["accelerators"] = list(self.accelerators)
         return out
+
+
+def ladder_counts(node: Any, reference_flops: float | None) -> tuple[int, ...]:
+    """:data:`COUNT_LADDER` as counts of ``node``'s accelerators with the same aggregate dense bf16 peak.
+
+    The ladder counts accelerators of :data:`LADDER_REFERENCE` (``reference_flops``: its dense bf16 peak per
+    accelerator). Accelerators differ tenfold in size (a trn1 NeuronCore is a tenth of an H100's peak, a GB200 2.5
+    times it), so one list of counts for every type would price a deadline job on a tenth of the compute on one
+    type and on 2.5 times it on another. Each rung becomes ``node``'s count of the same aggregate peak, rounded in
+    log space to whole nodes times a power of two (within a factor of sqrt 2 of the equivalent), at least one node.
+    Without a bf16 peak for either, the ladder unchanged.
+    """
+    own = node.peaks.get("bf16")
+    if not reference_flops or own is None or not own.dense_flops_per_s:
+        return COUNT_LADDER
+    per = int(node.accelerators_per_node)
+    out = set()
+    for c in COUNT_LADDER:
+        nodes = c * reference_flops / own.dense_flops_per_s / per
+        out.add(per * 2 ** max(0, round(math.log2(nodes))) if nodes > 0 else per)
+    return tuple(sorted(out))
 
 
 def _short_count(x: float | None) -> str:
@@ -254,4 +284,5 @@ def job_tokens(job: Job, runs: Iterable[tuple[float, float, float]] = (), *, see
                        source=f"{law.name}: {law.source}", law=law.name, n_params=n, notes=tuple(notes))
 
 
-__all__ = ["Job", "parse_job", "TokenBudget", "job_tokens", "COUNT_LADDER", "PRECISIONS", "PRICING_MODES"]
+__all__ = ["Job", "parse_job", "TokenBudget", "job_tokens", "COUNT_LADDER", "LADDER_REFERENCE", "ladder_counts",
+           "PRECISIONS", "PRICING_MODES"]

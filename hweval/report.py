@@ -26,6 +26,7 @@ import pandas as pd
 
 from hwcore.store import Store
 from hweval import analysis as A
+from hweval.job import COUNT_LADDER, LADDER_REFERENCE
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,10 @@ def render(an: A.Analysis, report_dir: str | Path, *, title: str = "hweval procu
                  {"": "global batch", "value": f"{job.global_batch:,} sequences" if job.global_batch else
                   "default (about 4M tokens per step)"},
                  {"": "precision", "value": job.precision},
-                 {"": "accelerator counts", "value": ", ".join(f"{c:,}" for c in job.counts)},
+                 {"": "accelerator counts", "value": ", ".join(f"{c:,}" for c in job.accelerators) if job.accelerators
+                  else (f"not given: each node type at the counts with the aggregate dense bf16 peak of "
+                        f"{', '.join(f'{c:,}' for c in COUNT_LADDER)} x {LADDER_REFERENCE}, in whole nodes "
+                        f"(hweval.job.ladder_counts)")},
                  {"": "deadline", "value": f"{job.deadline_days:g} days" if job.deadline_days else "none"},
                  {"": "budget", "value": A.fmt_usd(job.budget_usd) if job.budget_usd else "none"},
                  {"": "pricing modes asked for", "value": ", ".join(A.MODE_WORDS.get(m, m) for m in job.pricing)}]

@@ -365,3 +365,21 @@ def test_a_job_stating_its_framework_is_priced_and_banded_as_that_family(tmp_pat
     fs = json.loads(ERROR_FILE.read_text())["framework_stated_band"]["known"]
     assert "the job states its framework (megatron)" in a.validation
     assert f"a hardware type without published rows: +/-{fs['prior_band_rel']:.0%})" in a.validation
+
+
+def test_a_deadline_job_without_counts_prices_each_type_at_the_same_aggregate_peak(tmp_path):
+    """With no counts asked for, each node type is priced at the ladder's counts of H100-equivalent dense bf16
+    peak (hweval.job.ladder_counts), so a type with a tenth of the peak per accelerator is not held to a tenth
+    of the compute; the report says how the counts were chosen."""
+    from hweval.job import COUNT_LADDER, ladder_counts, parse_job
+    from hwmodels.catalog import load_catalog
+
+    job = parse_job({"model": "llama2-7b", "tokens": 1e11, "global_batch": 1024, "deadline_days": 30,
+                     "pricing": [MODE]})
+    opts, _ = analysis.job_options(job, analysis.job_tokens(job), load_catalog(), candidates=["h100-sxm", "trn1"])
+    got = {nid: sorted({o.accelerators for o in opts if o.node == nid}) for nid in ("h100-sxm", "trn1")}
+    assert got["h100-sxm"] and set(got["h100-sxm"]) <= set(COUNT_LADDER)
+    cat = load_catalog()
+    want = ladder_counts(cat.get("trn1"), analysis.ladder_reference_flops(cat))
+    assert got["trn1"] and set(got["trn1"]) <= set(want) and min(want) > min(COUNT_LADDER)
+    assert all(c % 32 == 0 for c in got["trn1"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hwcore.errors import InputError
-from hweval.job import COUNT_LADDER, Job, job_tokens, parse_job
+from hweval.job import COUNT_LADDER, LADDER_REFERENCE, Job, job_tokens, ladder_counts, parse_job
 
 GOOD = {"model": "llama2-7b", "tokens": 1e12, "global_batch": 1024, "accelerators": [256, 512],
         "pricing": ["on_demand", "spot"]}
@@ -51,6 +51,31 @@ def test_valid_choices_listed():
 def test_deadline_without_counts_uses_ladder():
     j = parse_job({"model": "llama2-7b", "tokens": 1e12, "deadline_days": 30})
     assert j.counts == COUNT_LADDER
+
+
+def _node(bf16_tflops, per_node):
+    from types import SimpleNamespace
+
+    peaks = {"bf16": SimpleNamespace(dense_flops_per_s=bf16_tflops * 1e12)} if bf16_tflops else {}
+    return SimpleNamespace(peaks=peaks, accelerators_per_node=per_node)
+
+
+def test_ladder_counts_hold_the_aggregate_peak_in_whole_nodes():
+    ref = 989e12  # the reference's dense bf16 peak per accelerator
+    assert ladder_counts(_node(989, 8), ref) == COUNT_LADDER  # the reference itself: the ladder as it is
+    small = ladder_counts(_node(95, 32), ref)  # a tenth of the peak, 32 per node (a trn1 NeuronCore)
+    assert len(small) == len(COUNT_LADDER) and all(c % 32 == 0 for c in small)
+    for c, k in zip(COUNT_LADDER, small, strict=True):  # within sqrt 2 of the same aggregate peak
+        assert 2 ** -0.5 <= k * 95 / (c * 989) <= 2 ** 0.5
+    big = ladder_counts(_node(2500, 4), ref)  # 2.5 times the peak, 4 per node (a GB200 tray)
+    assert big[0] == 4 and max(big) < max(COUNT_LADDER) and all(c % 4 == 0 for c in big)
+    assert ladder_counts(_node(None, 8), ref) == COUNT_LADDER  # no bf16 peak: unchanged
+    assert ladder_counts(_node(95, 32), None) == COUNT_LADDER  # no reference in the catalog: unchanged
+    j = parse_job({"model": "llama2-7b", "tokens": 1e12, "deadline_days": 30})
+    assert j.counts_for(_node(95, 32), ref) == small
+    asked = parse_job({**GOOD})
+    assert asked.counts_for(_node(95, 32), ref) == (256, 512)  # counts asked for are priced as asked
+    assert LADDER_REFERENCE == "h100-sxm"
 
 
 def test_tokens_from_target_loss_via_published_law_with_interval():

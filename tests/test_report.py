@@ -155,3 +155,17 @@ def test_notebook_charts_render_inline_offline():
         assert "<svg" in bundle["image/svg+xml"] and "text/html" not in bundle
     finally:
         alt.renderers.enable("default")
+
+
+def test_report_names_how_ladder_counts_were_chosen(tmp_path):
+    """A job without counts: the report's job table says each type was priced at H100-equivalent counts, and the
+    options carry a GB200 tray's counts (multiples of 4, fewer accelerators than the H100 rungs)."""
+    st = Store(tmp_path / "store")
+    seed(st)
+    job = {k: v for k, v in JOB.items() if k != "accelerators"}
+    out = report.build_report(store=st, plan="p", report_dir=tmp_path / "rep", job=job, candidates=["gb200-nvl72"],
+                              measured_node=NODE, today="2025-12-01")
+    text = out.html.read_text()
+    assert "each node type at the counts with the aggregate dense bf16 peak of 8, 16," in text
+    counts = {o.accelerators for o in out.analysis.options}
+    assert counts and all(c % 4 == 0 for c in counts) and min(counts) == 4
