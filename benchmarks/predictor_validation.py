@@ -806,13 +806,23 @@ PROSPECTIVE = {"a840a7a": (
         "neuron-trn1-llama2-7b-nemo-tp8-pp1-n16-sdk2.13.1",
         "neuron-trn1-llama2-7b-nemo-tp8-pp4-n32-sdk2.17.0",
         "neuron-trn1-llama2-7b-nxd-tp8-pp1-n16-sdk2.21.0",
+    ),
+    # c5bc789 (data/reference/preregistered/set20_nemo_gb200.*): the NeMo 25.04/25.07 DGX-GB200 FP8 table, predicted
+    # framework unknown and with --framework megatron (the first prospective test of the framework-stated band)
+    "c5bc789": (
+        "nemo2507-gb200-llama3-8b-g8-fp8", "nemo2507-gb200-llama3-8b-g8-fp8blk", "nemo2507-gb200-llama3-70b-g64-fp8",
+        "nemo2507-gb200-llama3-70b-g64-fp8blk", "nemo2507-gb200-llama3-405b-g128-fp8",
+        "nemo2507-gb200-llama3-405b-g128-fp8blk", "nemo2504-gb200-gpt3-175b-g128-fp8",
+        "nemo2504-gb200-llama3-405b-g128-fp8", "nemo2504-gb200-nemotron4-15b-g64-fp8",
+        "nemo2504-gb200-nemotron4-340b-g128-fp8",
     )}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
-                               "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1")
+                               "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
+                               "c5bc789")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
@@ -1126,33 +1136,41 @@ def framework_stated_band(preds: list[dict], loho_family: np.ndarray, level: flo
             "method": method_of(framework_stated_band)}
 
 
-def load_bands(path: Path = BANDS) -> dict[tuple[str, str], float]:
-    """(set, hardware) -> band_rel from prospective_bands.csv; a malformed file is a ValueError naming the row."""
-    out = {}
+def load_bands(path: Path = BANDS) -> dict[tuple[str, ...], float]:
+    """(set, hardware) -> band_rel from prospective_bands.csv for the framework-unknown band; (set, hardware,
+    family) -> band_rel for a band the set's predictions carried with the family stated (``--framework``: a
+    non-empty ``framework`` cell). A malformed file is a ValueError naming the row."""
+    out: dict[tuple[str, ...], float] = {}
     with open(path, newline="") as f:
         for n, r in enumerate(csv.DictReader(f), start=2):
             try:
                 key, rel = (r["set"].strip(), r["hardware"].strip()), float(r["band_rel"])
-            except (KeyError, TypeError, ValueError) as e:
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise ValueError(f"{path.name} row {n}: set, hardware and band_rel (a number) are required ({e})")
             if not rel > 0:
                 raise ValueError(f"{path.name} row {n}: band_rel must be > 0, got {rel}")
-            out[key] = rel
+            fam = (r.get("framework") or "").strip()
+            out[(*key, fam) if fam else key] = rel
     return out
 
 
-def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[tuple[str, str], float],
-                         level: float = 0.9) -> dict:
+def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[tuple[str, ...], float],
+                         level: float = 0.9, fam_of: dict[str, str] | None = None) -> dict:
     """Did each prospective row land inside the band it carried when it was read? The band is its hardware's entry
     in ``bands`` for its set (the held-out part of the 90% band in the predictor_error.json committed at the set's
     commit: that hardware's framework-unknown leave-one-hardware-out q90, or the band of a hardware type without
     rows where it had fewer than MIN_ROWS_PER_HARDWARE), applied as the predictor applies it, [pred / (1 + rel),
     pred x (1 + rel)]; the error is the row's framework-unknown prospective error as scored now (factors fitted
-    on every other row), with the software-stack factor for the sets read after it existed (``scored_with``). The calibration term the predictor adds in quadrature only widens the band it printed,
-    so this is the stricter test."""
+    on every other row), with the software-stack factor for the sets read after it existed (``scored_with``). The
+    calibration term the predictor adds in quadrature only widens the band it printed, so this is the stricter
+    test. A set whose predictions were also committed with the framework family stated has bands keyed (set,
+    hardware, family): those rows are counted again, apart, against that band with their per-family error (the
+    family's factors, no stack factor: what ``--framework`` prices), as ``framework_stated``."""
     sets, inside_all, n_all = {}, 0, 0
+    stated = {"n": 0, "inside": 0, "sets": {}}
     for since, pr in prospective.items():
         misses, inside = [], 0
+        st_n, st_in, st_miss = 0, 0, []
         for rid, e in pr["rows"].items():
             key = (since, hw_of[rid])
             if key not in bands:
@@ -1163,11 +1181,22 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
                 inside += 1
             else:
                 misses.append({"row": rid, "error": err, "band_rel": rel})
+            skey = (*key, fam_of.get(rid, "")) if fam_of else None
+            if skey in bands:
+                st_n += 1
+                if abs(math.log1p(e["per_family"])) <= math.log1p(bands[skey]):
+                    st_in += 1
+                else:
+                    st_miss.append({"row": rid, "error": e["per_family"], "band_rel": bands[skey]})
         sets[since] = {"n": len(pr["rows"]), "inside": inside, "misses": misses}
         inside_all += inside
         n_all += len(pr["rows"])
+        if st_n:
+            stated["sets"][since] = {"n": st_n, "inside": st_in, "misses": st_miss}
+            stated["n"] += st_n
+            stated["inside"] += st_in
     return {"level": level, "n": n_all, "inside": inside_all, "share": inside_all / n_all if n_all else None,
-            "sets": sets, "method": method_of(prospective_coverage)}
+            "sets": sets, "framework_stated": stated, "method": method_of(prospective_coverage)}
 
 
 #: Columns of training_runs.csv a prediction is made from: two rows equal on these are one input to the predictor.
@@ -1401,7 +1430,8 @@ def main(argv: list[str] | None = None) -> int:
         "prospective": {"method": "rows collected after the predictor's code was last changed (PROSPECTIVE: the "
                                   "commit in place before they were read), held out as one group: factors fitted on "
                                   "every other row", **prospective},
-        "prospective_coverage": prospective_coverage(prospective, {p["id"]: p["hw"] for p in preds}, load_bands()),
+        "prospective_coverage": prospective_coverage(prospective, {p["id"]: p["hw"] for p in preds}, load_bands(),
+                                                     fam_of={p["id"]: p["fam"] for p in preds}),
         "targets": {"median": 0.10, "worst": 0.25, "ranking": "all pairs"},
     }
     print()
@@ -1453,6 +1483,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{k} {v['inside']}/{v['n']}" for k, v in pc["sets"].items()) + "; out: " + (", ".join(
                   f"{m['row']} {m['error']:+.1%} (band +-{m['band_rel']:.1%})" for v in pc["sets"].values()
                   for m in v["misses"]) or "none"))
+    fs = pc["framework_stated"]
+    if fs["n"]:
+        print(f"prospective rows inside the framework-stated band they carried (--framework; per-family error): "
+              f"{fs['inside']} of {fs['n']}; by set: " + ", ".join(f"{k} {v['inside']}/{v['n']}"
+                                                                  for k, v in fs["sets"].items()) + "; out: " + (
+                  ", ".join(f"{m['row']} {m['error']:+.1%} (band +-{m['band_rel']:.1%})" for v in fs["sets"].values()
+                            for m in v["misses"]) or "none"))
     sp = report["published_spread"]
     if sp["pairs"]:
         top = sp["pairs"][0]

@@ -1221,7 +1221,12 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
                        + (f"+/-{min(bands):.0%} to +/-{max(bands):.0%} " if bands else "")
                        + f"(a hardware type without published rows: +/-{fs['prior_band_rel']:.0%})"
                        + (f", which held {cov:.0%} of a held-out publication's rows" if isinstance(cov, (int, float))
-                          else "") + " (the figures above are those of a framework-unknown prediction)")
+                          else ""))
+        pfs = (err.get("prospective_coverage") or {}).get("framework_stated") or {}
+        if isinstance(pfs.get("inside"), int) and pfs.get("n"):
+            validation += (f"; of {pfs['n']} published runs predicted with their framework stated before they were "
+                           f"read, {pfs['inside']} fell inside that band")
+        validation += " (the figures above are those of a framework-unknown prediction)"
     spread = err.get("published_spread") or {}
     if ov and spread.get("pairs"):
         top = spread["pairs"][0]

@@ -362,8 +362,12 @@ def test_a_job_stating_its_framework_is_priced_and_banded_as_that_family(tmp_pat
     assert p.returncode == 0, p.stderr
     pred = json.loads(p.stdout.strip().splitlines()[-1])
     assert pred["framework"] == "megatron" and math.isclose(pred["step_time_s"], o.step_time_s, rel_tol=1e-9)
-    fs = json.loads(ERROR_FILE.read_text())["framework_stated_band"]["known"]
+    err = json.loads(ERROR_FILE.read_text())
+    fs = err["framework_stated_band"]["known"]
     assert "the job states its framework (megatron)" in a.validation
+    pfs = err["prospective_coverage"]["framework_stated"]  # the pre-registered test of that band, beside it
+    assert pfs["n"] >= 10 and (f"of {pfs['n']} published runs predicted with their framework stated before they "
+                               f"were read, {pfs['inside']} fell inside that band") in a.validation
     assert f"a hardware type without published rows: +/-{fs['prior_band_rel']:.0%})" in a.validation
 
 

@@ -673,6 +673,23 @@ def test_prospective_coverage_counts_rows_inside_the_band_they_carried(tmp_path)
     bad.write_text("set,hardware,band_rel,source\ns1,h100-sxm,wide,x\n")
     with pytest.raises(ValueError, match="row 2"):
         V.load_bands(bad)
+    # a set also predicted with the framework stated: its rows are counted again, apart, against the stated band
+    # with their per-family error; sets without such a band are not
+    pro4 = {"s4": {"rows": {"e": {"framework_unknown": 0.30, "per_family": 0.12},
+                            "f": {"framework_unknown": 0.10, "per_family": 0.30}}}}
+    hw4 = {"e": "gb200-nvl72", "f": "gb200-nvl72"}
+    b4 = {("s4", "gb200-nvl72"): 0.40, ("s4", "gb200-nvl72", "megatron"): 0.25}
+    pc4 = V.prospective_coverage(pro4, hw4, b4, fam_of={"e": "megatron", "f": "megatron"})
+    assert pc4["sets"]["s4"]["inside"] == 2
+    fs = pc4["framework_stated"]
+    assert (fs["n"], fs["inside"]) == (2, 1) and fs["sets"]["s4"]["misses"] == [
+        {"row": "f", "error": 0.30, "band_rel": 0.25}]
+    assert V.prospective_coverage(pro4, hw4, b4)["framework_stated"]["n"] == 0  # no families: not counted
+    other = V.prospective_coverage(pro4, hw4, b4, fam_of={"e": "maxtext", "f": "maxtext"})
+    assert other["framework_stated"]["n"] == 0  # a band stated for another family is not this row's
+    good = tmp_path / "bands2.csv"
+    good.write_text("set,hardware,band_rel,source,framework\ns1,h100-sxm,0.3,x,\ns1,h100-sxm,0.2,y,megatron\n")
+    assert V.load_bands(good) == {("s1", "h100-sxm"): 0.3, ("s1", "h100-sxm", "megatron"): 0.2}
 
 
 def test_every_prospective_set_has_the_bands_its_rows_carried():
