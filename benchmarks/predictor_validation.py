@@ -815,6 +815,16 @@ PROSPECTIVE = {"a840a7a": (
         "nemo2507-gb200-llama3-405b-g128-fp8blk", "nemo2504-gb200-gpt3-175b-g128-fp8",
         "nemo2504-gb200-llama3-405b-g128-fp8", "nemo2504-gb200-nemotron4-15b-g64-fp8",
         "nemo2504-gb200-nemotron4-340b-g128-fp8",
+    ),
+    # 7889f0d (data/reference/preregistered/set21_cloud_recipes.*): Google Cloud's gpu-/tpu-recipes example logs
+    # (MaxText and NeMo on A3 Mega, A3 Ultra, A4, TPU v6e), predicted framework unknown and with the family stated
+    "7889f0d": (
+        "tpurecipes-v6e-mistral-7b-v6e-8", "gcprecipes-a3mega-h100-llama2-7b-maxtext-g256",
+        "gcprecipes-a3ultra-h200-llama31-70b-maxtext-g256", "gcprecipes-a4-b200-llama31-70b-maxtext-g256-fp8",
+        "gcprecipes-a3mega-h100-gpt3-175b-nemo-g256-fp8", "gcprecipes-a3mega-h100-llama3-70b-gpt2vocab-nemo-g128-fp8",
+        "gcprecipes-a3mega-h100-llama31-70b-gpt2vocab-nemo-g256-bf16",
+        "gcprecipes-a4-b200-llama31-70b-gpt2vocab-nemo-g256-fp8",
+        "gcprecipes-a4-b200-llama31-405b-gpt2vocab-nemo-g224-fp8",
     )}
 
 
@@ -822,7 +832,7 @@ PROSPECTIVE = {"a840a7a": (
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
-                               "c5bc789")
+                               "c5bc789", "7889f0d")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
