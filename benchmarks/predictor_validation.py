@@ -825,6 +825,14 @@ PROSPECTIVE = {"a840a7a": (
         "gcprecipes-a3mega-h100-llama31-70b-gpt2vocab-nemo-g256-bf16",
         "gcprecipes-a4-b200-llama31-70b-gpt2vocab-nemo-g256-fp8",
         "gcprecipes-a4-b200-llama31-405b-gpt2vocab-nemo-g224-fp8",
+    ),
+    # 9033483 (data/reference/preregistered/set22_tpu7x_ironwood.*): Google TPU7x (Ironwood), never seen (its catalog
+    # entry and one kernel figure added in that commit), tpu-recipes' Ironwood table (MaxText), both ways
+    "9033483": (
+        "tpurecipes-tpu7x-llama31-405b-8k-bf16-256", "tpurecipes-tpu7x-llama31-405b-8k-fp8-256",
+        "tpurecipes-tpu7x-llama31-70b-8k-bf16-64", "tpurecipes-tpu7x-llama31-70b-8k-fp8-64",
+        "tpurecipes-tpu7x-llama31-70b-8k-bf16-256", "tpurecipes-tpu7x-llama31-70b-8k-fp8-256",
+        "tpurecipes-tpu7x-llama31-70b-128k-bf16-256", "tpurecipes-tpu7x-llama31-70b-128k-fp8-256",
     )}
 
 
@@ -832,7 +840,7 @@ PROSPECTIVE = {"a840a7a": (
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
-                               "c5bc789", "7889f0d")
+                               "c5bc789", "7889f0d", "9033483")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
