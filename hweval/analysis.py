@@ -1225,7 +1225,8 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
         pfs = (err.get("prospective_coverage") or {}).get("framework_stated") or {}
         if isinstance(pfs.get("inside"), int) and pfs.get("n"):
             validation += (f"; of {pfs['n']} published runs predicted with their framework stated before they were "
-                           f"read, {pfs['inside']} fell inside that band")
+                           f"read, {pfs['inside']} ({pfs['inside'] / pfs['n']:.0%}) fell inside that band, which claims "
+                           f"{fs.get('level', LEVEL):.0%}")
         validation += " (the figures above are those of a framework-unknown prediction)"
     spread = err.get("published_spread") or {}
     if ov and spread.get("pairs"):

@@ -367,7 +367,8 @@ def test_a_job_stating_its_framework_is_priced_and_banded_as_that_family(tmp_pat
     assert "the job states its framework (megatron)" in a.validation
     pfs = err["prospective_coverage"]["framework_stated"]  # the pre-registered test of that band, beside it
     assert pfs["n"] >= 10 and (f"of {pfs['n']} published runs predicted with their framework stated before they "
-                               f"were read, {pfs['inside']} fell inside that band") in a.validation
+                               f"were read, {pfs['inside']} ({pfs['inside'] / pfs['n']:.0%}) fell inside that band, "
+                               f"which claims 90%") in a.validation
     assert f"a hardware type without published rows: +/-{fs['prior_band_rel']:.0%})" in a.validation
 
 

@@ -829,8 +829,15 @@ def test_stated_framework_reads_the_framework_stated_band(tmp_path):
     assert framework_families(p) == ("megatron",)
     assert held_out_error("b200", p)[0] == pytest.approx(0.33)
     rel, how = held_out_error("b200", p, "megatron")
-    assert rel == pytest.approx(0.19) and "framework_stated_band" in how
+    assert rel == pytest.approx(0.19) and "framework_stated_band" in how and "pre-registered" not in how
     assert held_out_error("mi400", p, "megatron")[0] == pytest.approx(0.22)
+    # with pre-registered sets read this way, the interval says how the band held on them
+    pro = tmp_path / "pro.json"
+    pro.write_text(json.dumps({**fam, "known_hardware_band": kb, "framework_stated_band": {"known": fs},
+                               "prospective_coverage": {"framework_stated": {"n": 27, "inside": 20}}}))
+    how = held_out_error("b200", pro, "megatron")[1]
+    assert "of 27 published runs predicted this way before they were read, 20 fell inside, 74%" in how
+    assert "pre-registered" not in held_out_error("b200", pro)[1]  # the framework-unknown band: its own record
     assert framework_factors(path=p, framework="megatron").eta == pytest.approx(0.84)
     assert framework_factors(path=p).eta == pytest.approx(0.8)
     assert check_framework("unknown", p) is None and check_framework(None, p) is None

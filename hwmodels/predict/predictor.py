@@ -448,8 +448,12 @@ def held_out_error(hardware: str, path: Path | None = None, framework: str | Non
         fs = (e.get("framework_stated_band") or {}).get("known") or {}
         if fs.get("level") == INTERVAL_LEVEL and isinstance(fs.get("prior_band_rel"), (int, float)):
             kb = fs
+            pro = (e.get("prospective_coverage") or {}).get("framework_stated") or {}
+            pre = (f" (pre-registered: of {pro['n']} published runs predicted this way before they were read, "
+                   f"{pro['inside']} fell inside, {pro['inside'] / pro['n']:.0%} against the {INTERVAL_LEVEL:.0%} "
+                   "claimed)") if isinstance(pro.get("inside"), int) and pro.get("n") else ""
             stated = (f"framework family {framework} stated: framework_stated_band, the bands scored with each "
-                      "family's factors fitted on the other hardware; ")
+                      f"family's factors fitted on the other hardware{pre}; ")
         else:
             stated = (f"framework family {framework} stated, but {ERROR_FILE.name} has no framework_stated_band: "
                       "the framework-unknown band (wider) is used; ")
