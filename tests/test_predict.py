@@ -830,7 +830,15 @@ def test_stated_framework_reads_the_framework_stated_band(tmp_path):
     assert held_out_error("b200", p)[0] == pytest.approx(0.33)
     rel, how = held_out_error("b200", p, "megatron")
     assert rel == pytest.approx(0.19) and "framework_stated_band" in how and "pre-registered" not in how
-    assert held_out_error("mi400", p, "megatron")[0] == pytest.approx(0.22)
+    # a type without rows: the framework narrows the framework part of the error only, so its band is not
+    # narrower than the framework-unknown band of a type without rows
+    rel, how = held_out_error("mi400", p, "megatron")
+    assert rel == pytest.approx(0.37) and "not narrower than the framework-unknown band" in how
+    assert held_out_error("mi400", p)[0] == pytest.approx(0.37)
+    wide = tmp_path / "wide.json"  # where the stated prior is the wider one, it stands
+    wide.write_text(json.dumps({**fam, "known_hardware_band": kb,
+                                "framework_stated_band": {"known": {**fs, "prior_band_rel": 0.45}}}))
+    assert held_out_error("mi400", wide, "megatron")[0] == pytest.approx(0.45)
     # with pre-registered sets read this way, the interval says how the band held on them
     pro = tmp_path / "pro.json"
     pro.write_text(json.dumps({**fam, "known_hardware_band": kb, "framework_stated_band": {"known": fs},
