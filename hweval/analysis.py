@@ -859,8 +859,8 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
                 missing.append(Unavailable(node=nid, accelerators=None, pricing=mode,
                                            reason=f"{MODE_WORDS.get(mode, mode)} price not available ({why})"))
         modes = [m for m in job.pricing if m in node.modes]
-        if not modes:
-            continue
+        if not modes and node.modes:
+            continue  # priced, only not in the modes asked for: its missing modes say so above
         if job.precision not in node.peaks:
             missing.append(Unavailable(node=nid, accelerators=None, pricing=None,
                                        reason=f"no {job.precision} support in the catalog (has {', '.join(node.peaks)})"))
@@ -890,6 +890,15 @@ def job_options(job: Job, tokens: TokenBudget, catalog: Any, *, candidates: Sequ
                 time_parts.append(throughput_noise)
             t_lo, t_hi = combine(time_parts)
             t = float(pred.time_to_train_s)
+            if not modes:  # a type with no public price: its time, not its cost (nothing to rank it by)
+                unit = time_unit([t])
+                missing.append(Unavailable(
+                    node=nid, accelerators=count, pricing=None,
+                    reason=(f"not priced (no public price in the catalog); predicted time "
+                            f"{fmt_duration(t, unit)} ({LEVEL:.0%}: {fmt_duration(t / t_lo, unit)} to "
+                            f"{fmt_duration(t * t_hi, unit)}), {float(pred.accelerator_hours):,.0f} accelerator-hours, "
+                            f"{pred.tokens_per_s / count:,.0f} tokens/s per accelerator")))
+                continue
             watts = node.node_watts / node.accelerators_per_node * count * node.pue()
             mwh = watts * t / 3600 / 1e6
             for mode in modes:

@@ -49,8 +49,13 @@ def test_a_type_without_a_price_is_predicted_and_listed_as_not_priced():
                      "pricing": ["on_demand", "spot"]})
     opts, missing = job_options(job, job_tokens(job), cat, candidates=["tpu7x"])
     assert not opts
-    assert {m.pricing for m in missing if m.node == "tpu7x"} == {"on_demand", "spot"}
-    assert all("price not available" in m.reason for m in missing)
+    per_mode = [m for m in missing if m.pricing]
+    assert {m.pricing for m in per_mode} == {"on_demand", "spot"}
+    assert all("price not available" in m.reason for m in per_mode)
+    # ... and its predicted time at each count asked for, with the interval, in place of a cost
+    (timed,) = [m for m in missing if m.pricing is None]
+    assert timed.accelerators == 64 and timed.reason.startswith("not priced") and "predicted time" in timed.reason
+    assert "90%:" in timed.reason and "accelerator-hours" in timed.reason
 
 
 def test_si_conversion_on_load():
