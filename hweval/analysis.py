@@ -819,14 +819,6 @@ def job_regime_notes(job: Job, counts: Sequence[int], nodes: Sequence[str] = ())
     return [f"predictor: {n}" for n in dict.fromkeys(out)]
 
 
-def stated_prior(err: Mapping[str, Any], fs: Mapping[str, Any]) -> float:
-    """The band a stated framework carries on a hardware type without published rows: the framework-stated band
-    of such a type, but no narrower than the framework-unknown one (:func:`hwmodels.predict.predictor.
-    held_out_error`)."""
-    unknown = (err.get("known_hardware_band") or {}).get("prior_band_rel")
-    return max(float(fs["prior_band_rel"]), float(unknown) if isinstance(unknown, (int, float)) else 0.0)
-
-
 def ladder_reference_flops(catalog: Any) -> float | None:
     """Dense bf16 peak per accelerator of the ladder's reference type (:data:`hweval.job.LADDER_REFERENCE`), or
     None when the catalog lacks it (then every type is priced at the ladder's counts as they are)."""
@@ -1179,7 +1171,7 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     used = {(o.node, o.pricing) for o in opts}
     stale = tuple(f"{n} {md}: as of {cat.get(n).pricing[md].as_of or 'undated'}" for n, md in sorted(used)
                   if cat.get(n).pricing[md].stale(today))
-    from hwmodels.predict.predictor import ERROR_FILE, loho_section
+    from hwmodels.predict.predictor import ERROR_FILE, loho_section, stated_prior_band
 
     err = {}
     try:
@@ -1236,7 +1228,7 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
                        f"factors fitted on its {fam.get('rows', '?')} published runs (eta {eta:.2f}) "
                        f"and no software-stack factor, and carries the bands validated that way, "
                        + (f"+/-{min(bands):.0%} to +/-{max(bands):.0%} " if bands else "")
-                       + f"(a hardware type without published rows: +/-{stated_prior(err, fs):.0%}, no narrower "
+                       + f"(a hardware type without published rows: +/-{stated_prior_band(err):.0%}, no narrower "
                          f"than with the framework unknown)"
                        + (f", which held {cov:.0%} of a held-out publication's rows" if isinstance(cov, (int, float))
                           else ""))

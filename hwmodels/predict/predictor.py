@@ -432,6 +432,19 @@ def loho_section(errors: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return "", {}
 
 
+def stated_prior_band(errors: dict[str, Any]) -> float | None:
+    """The band a stated framework carries on a hardware type without published rows: ``framework_stated_band``'s
+    band of such a type, but no narrower than the framework-unknown one (``known_hardware_band``). Such a type's
+    error is its rates' (assumed, not measured), which the family does not know: stating it narrows the framework
+    part only (pre-registered: TPU7x, never seen, held 4 of 8 in the stated band of a type without rows, 6 of 8 in
+    the framework-unknown one). None where the file has no framework-stated band."""
+    stated = ((errors.get("framework_stated_band") or {}).get("known") or {}).get("prior_band_rel")
+    if not isinstance(stated, (int, float)):
+        return None
+    unknown = (errors.get("known_hardware_band") or {}).get("prior_band_rel")
+    return max(float(stated), float(unknown) if isinstance(unknown, (int, float)) else 0.0)
+
+
 def held_out_error(hardware: str, path: Path | None = None, framework: str | None = None) -> tuple[float, str]:
     """(relative error at INTERVAL_LEVEL, where it came from) for this hardware: the validation's
     ``known_hardware_band`` where the file has it (calibrated on publications held out by source), else the
@@ -443,12 +456,12 @@ def held_out_error(hardware: str, path: Path | None = None, framework: str | Non
     e = _errors(str(path or ERROR_FILE))
     key = f"q{int(INTERVAL_LEVEL * 100)}"
     kb = e.get("known_hardware_band") or {}
-    unknown_prior = kb.get("prior_band_rel")
     stated = ""
+    prior = kb.get("prior_band_rel")  # the band of a type without rows
     if framework:
         fs = (e.get("framework_stated_band") or {}).get("known") or {}
         if fs.get("level") == INTERVAL_LEVEL and isinstance(fs.get("prior_band_rel"), (int, float)):
-            kb = fs
+            kb, prior = fs, stated_prior_band(e)
             pro = (e.get("prospective_coverage") or {}).get("framework_stated") or {}
             pre = (f" (pre-registered: of {pro['n']} published runs predicted this way before they were read, "
                    f"{pro['inside']} fell inside, {pro['inside'] / pro['n']:.0%} against the {INTERVAL_LEVEL:.0%} "
@@ -469,17 +482,10 @@ def held_out_error(hardware: str, path: Path | None = None, framework: str | Non
                 f"({hw['own_q']:.1%}, {hw['n']} rows from {hw['source_groups']} sources) pooled with the band of a "
                 f"type without rows (+-{kb['prior_band_rel']:.1%}), root-mean-square with weights {hw['source_groups']} "
                 f"(its sources) and {kb['k']:g} (pseudo-sources), so that rows of one publication count once{held}")
-        rel = float(kb["prior_band_rel"])
-        wider = ""
-        if stated and kb is not e.get("known_hardware_band") and isinstance(unknown_prior, (int, float)) \
-                and unknown_prior > rel:
-            # a type without rows: its error is the hardware's rates (assumed, not measured), which the family
-            # does not know; stating it narrows the framework part only (pre-registered: TPU7x, never seen, held
-            # 4 of 8 in the stated band of a type without rows, 6 of 8 in this one)
-            rel, wider = float(unknown_prior), (
-                f"; not narrower than the framework-unknown band of a type without rows (+-{unknown_prior:.1%}): "
-                "for a type without published rows the error is its rates', which the framework does not carry")
-        return rel, stated + (
+        wider = (f"; not narrower than the framework-unknown band of a type without rows (+-{prior:.1%}): for a "
+                 "type without published rows the error is its rates', which the framework does not carry"
+                 if prior > kb["prior_band_rel"] else "")  # stated_prior_band
+        return float(prior), stated + (
             f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows: the band of a type without "
             f"rows (known_hardware_band, {ERROR_FILE.name}): q{kb['prior_quantile'] * 100:g} of every row's "
             f"held-out |error|, the least quantile at which bands held a held-out publication's rows at "
@@ -954,6 +960,7 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
 
 
 __all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",
+           "stated_prior_band",
            "framework_eta", "framework_families", "framework_choice_error", "check_framework", "stack_factor",
            "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
 
