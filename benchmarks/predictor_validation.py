@@ -1277,6 +1277,13 @@ def ranking(preds: list[dict], pred_tps: np.ndarray) -> dict:
     return {"pairs": pairs, "correct": correct, "wrong": wrong}
 
 
+def _by_set(sets: dict) -> str:
+    """``by set: a 3/4, ...; out: row +x% (band +-y%), ...`` of a prospective_coverage tally."""
+    out = ", ".join(f"{m['row']} {m['error']:+.1%} (band +-{m['band_rel']:.1%})" for v in sets.values()
+                    for m in v["misses"])
+    return "by set: " + ", ".join(f"{k} {v['inside']}/{v['n']}" for k, v in sets.items()) + "; out: " + (out or "none")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quiet", action="store_true", help="no per-row table")
@@ -1497,17 +1504,11 @@ def main(argv: list[str] | None = None) -> int:
     pc = report["prospective_coverage"]
     if pc["n"]:
         print(f"prospective rows inside the {pc['level']:.0%} band they carried when read (held-out part, framework "
-              f"unknown): {pc['inside']} of {pc['n']} ({pc['share']:.0%}); by set: " + ", ".join(
-                  f"{k} {v['inside']}/{v['n']}" for k, v in pc["sets"].items()) + "; out: " + (", ".join(
-                  f"{m['row']} {m['error']:+.1%} (band +-{m['band_rel']:.1%})" for v in pc["sets"].values()
-                  for m in v["misses"]) or "none"))
+              f"unknown): {pc['inside']} of {pc['n']} ({pc['share']:.0%}); " + _by_set(pc["sets"]))
     fs = pc["framework_stated"]
     if fs["n"]:
         print(f"prospective rows inside the framework-stated band they carried (--framework; per-family error): "
-              f"{fs['inside']} of {fs['n']}; by set: " + ", ".join(f"{k} {v['inside']}/{v['n']}"
-                                                                  for k, v in fs["sets"].items()) + "; out: " + (
-                  ", ".join(f"{m['row']} {m['error']:+.1%} (band +-{m['band_rel']:.1%})" for v in fs["sets"].values()
-                            for m in v["misses"]) or "none"))
+              f"{fs['inside']} of {fs['n']}; " + _by_set(fs["sets"]))
     sp = report["published_spread"]
     if sp["pairs"]:
         top = sp["pairs"][0]
