@@ -1277,6 +1277,46 @@ def ranking(preds: list[dict], pred_tps: np.ndarray) -> dict:
     return {"pairs": pairs, "correct": correct, "wrong": wrong}
 
 
+#: Predicted-gap bins (relative, lower edges) of :func:`ranking_reliability`: how often two hardware types
+#: predicted this far apart were ordered right. Fixed in advance, not chosen from the pairs.
+GAP_BINS = (0.0, 0.05, 0.10, 0.20, 0.35)
+
+
+def ranking_reliability(preds: list[dict], pred_tps: np.ndarray) -> dict:
+    """Over the pairs :func:`ranking` scores (two hardware types at the same model, sequence, precision, count and
+    global batch): the error of the predicted throughput ratio, ``|log(pred_i / pred_j) - log(pub_i / pub_j)|``
+    (all pairs), and per predicted-gap bin how many pairs were ordered right (published ties within 2% left out,
+    as in :func:`ranking`). What a comparison between two options needs: the shared parts of their intervals (the
+    model, the token budget) cancel in it, and the predictor's errors on two types are not independent."""
+    by = defaultdict(list)
+    for i, p in enumerate(preds):
+        by[(p["row"]["model"], p["spec"].seq_len, p["row"]["precision"], p["n"], p["gb"])].append(i)
+    ratio_err, gaps, right, tie = [], [], [], []
+    for idx in by.values():
+        for a in range(len(idx)):
+            for b in range(a + 1, len(idx)):
+                i, j = idx[a], idx[b]
+                if preds[i]["hw"] == preds[j]["hw"]:
+                    continue
+                t = math.log(preds[i]["target"] / preds[j]["target"])
+                q = math.log(pred_tps[i] / pred_tps[j])
+                ratio_err.append(abs(q - t))
+                gaps.append(abs(q))
+                tie.append(abs(t) < math.log(1.02))
+                right.append((q > 0) == (t > 0))
+    ratio_err, gaps = np.array(ratio_err), np.array(gaps)
+    right, tie = np.array(right, dtype=bool), np.array(tie, dtype=bool)
+    bins = []
+    edges = [*GAP_BINS, math.inf]
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        m = (gaps >= math.log1p(lo)) & (gaps < math.log1p(hi)) & ~tie
+        bins.append({"gap_lo": lo, "gap_hi": None if math.isinf(hi) else hi, "pairs": int(m.sum()),
+                     "ordered_right": int(right[m].sum())})
+    q = {f"q{int(k * 100)}": float(math.expm1(np.quantile(ratio_err, k))) for k in (0.5, 0.9, 0.95)} \
+        if len(ratio_err) else {}
+    return {"pairs": int(len(ratio_err)), "ties_left_out": int(tie.sum()), "ratio_error": q, "bins": bins}
+
+
 def _by_set(sets: dict) -> str:
     """``by set: a 3/4, ...; out: row +x% (band +-y%), ...`` of a prospective_coverage tally."""
     out = ", ".join(f"{m['row']} {m['error']:+.1%} (band +-{m['band_rel']:.1%})" for v in sets.values()
@@ -1356,6 +1396,15 @@ def main(argv: list[str] | None = None) -> int:
             "predictor (LOHO)": ranking(preds, target * (1 + loho)),
             "peak x 0.35": ranking(preds, target * (1 + b35)),
             "peak x mean published MFU": ranking(preds, target * (1 + bavg))}
+    loo_stack, _ = held_out_stack(preds, logerr, stack_of, lambda p, i: i)
+    reliability = {
+        "method": method_of(ranking_reliability),
+        "known": {"scored_with": "leave-one-out, framework unknown, with the stack factor (both types have "
+                                 "published rows)",
+                  **ranking_reliability(preds, target * (1 + loo_stack))},
+        "new": {"scored_with": "leave-one-hardware-out, framework unknown, with the stack factor of the stack's other "
+                               "hardware (what a type without rows gets)",
+                **ranking_reliability(preds, target * (1 + loho_stack))}}
 
     if not args.quiet:
         print(f"{'run_id':44s} {'hw':14s} {'fam':12s} {'published':>10s} {'LOO pred':>10s} {'err':>7s} "
@@ -1420,6 +1469,7 @@ def main(argv: list[str] | None = None) -> int:
         "baselines": {"peak_x_0.35": {"overall": quantiles(list(b35)), "per_hardware": per_hw(b35)},
                       "peak_x_mean_published_mfu": {"overall": quantiles(list(bavg)), "per_hardware": per_hw(bavg)}},
         "ranking": rank,
+        "ranking_reliability": reliability,
         "by_layout_source": {
             "method": "leave-one-row-out error of the rows whose layout the source states in full (priced on it) and "
                       "of those with fields left to the search (the fastest layout with the stated fields, what "
@@ -1489,6 +1539,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"leave-one-source-out overall: median {lo['median']:.1%}, q90 {lo['q90']:.1%}, max {lo['max']:.1%}")
     for name, r in rank.items():
         print(f"ranking {name:28s}: {r['correct']}/{r['pairs']} pairs correct")
+    for key in ("known", "new"):
+        r = reliability[key]
+        print(f"ranking reliability ({r['scored_with']}): throughput-ratio |error| of {r['pairs']} pairs of types "
+              f"median {r['ratio_error']['q50']:.1%}, q90 {r['ratio_error']['q90']:.1%}; ordered right by predicted "
+              "gap: " + ", ".join(f"{b['gap_lo']:.0%}{'-' + format(b['gap_hi'], '.0%') if b['gap_hi'] else '+'} "
+                                  f"{b['ordered_right']}/{b['pairs']}" for b in r["bins"]))
     bl = report["by_layout_source"]
     if bl["searched"]:
         print(f"layout stated in full: {bl['stated']['n']} rows, LOO median |error| {bl['stated']['median']:.1%} (mean "

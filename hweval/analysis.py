@@ -1077,12 +1077,45 @@ def recommend(job: Job, opts: Sequence[JobOption], level: float) -> tuple[JobOpt
     mem = memory_headroom_sentence(rec)
     if mem:
         txt += " " + mem
-    others = [o for o in pool if o is not rec and o.cost_lo_usd <= rec.cost_hi_usd and o.node != rec.node]
+    others = [o for o in pool if o is not rec and o.node != rec.node]
     if others:
-        o = min(others, key=lambda x: x.cost_usd)
-        txt += (f" The runner-up {o.label} ({fmt_usd(o.cost_usd)}) overlaps within the {level:.0%} intervals: "
-                "the data do not separate them.")
+        txt += runner_up_sentence(rec, min(others, key=lambda x: x.cost_usd), level)
     return rec, cheapest, fastest, txt
+
+
+#: The predicted gap the report's validation sentence splits the held-out order record at (a round figure,
+#: one of the validation's GAP_BINS edges).
+RANK_NEAR_GAP = 0.10
+
+
+def runner_up_sentence(rec: JobOption, o: JobOption, level: float, error_path: Any = None) -> str:
+    """Whether the predictor's held-out record separates the recommended option from the cheapest option on
+    another node type (``o``).
+
+    Two options' own intervals overlapping says little about their order: the token budget's part is the same for
+    both and cancels in the ratio, and the predictor's errors on two types are not independent. What decides it is
+    how often, held out, two hardware types predicted as far apart were ordered right
+    (:func:`hwmodels.predict.predictor.order_record`), at the quoted prices. Without that record in the validation
+    file: the overlap of the two cost intervals, as before."""
+    from hwmodels.predict.predictor import MIN_RANKING_PAIRS, has_validation_rows, order_record
+
+    gap = o.cost_usd / rec.cost_usd - 1.0
+    new = not (has_validation_rows(rec.node, error_path) and has_validation_rows(o.node, error_path))
+    r = order_record(gap, new_type=new, path=error_path)
+    if r is None:
+        if o.cost_lo_usd <= rec.cost_hi_usd:
+            return (f" The runner-up {o.label} ({fmt_usd(o.cost_usd)}) overlaps within the {level:.0%} intervals: "
+                    "the data do not separate them.")
+        return ""
+    scope = "leave-one-hardware-out: one of the two has no published training runs" if new else "leave-one-out"
+    record = (f"held out ({scope}), {r.ordered_right} of {r.pairs} pairs of hardware types predicted "
+              f"{r.bin_label()} apart at the same model and scale were ordered right")
+    if r.holds(level):
+        return (f" Runner-up: {o.label}, {fmt_usd(o.cost_usd)}, predicted {gap:.0%} dearer; {record} "
+                f"({r.rate:.0%}), so at the quoted prices the order stands.")
+    few = f"; fewer than {MIN_RANKING_PAIRS} pairs are too few to say" if r.pairs < MIN_RANKING_PAIRS else ""
+    return (f" The runner-up {o.label} ({fmt_usd(o.cost_usd)}) is predicted only {gap:.0%} dearer; {record} "
+            f"({r.rate:.0%} against the {level:.0%} asked{few}): the data do not separate them.")
 
 
 def _scaling_runs(m: Measurements) -> list[tuple[float, float, float]]:
@@ -1238,6 +1271,17 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
                            f"read, {pfs['inside']} ({pfs['inside'] / pfs['n']:.0%}) fell inside that band, which claims "
                            f"{fs.get('level', LEVEL):.0%}")
         validation += " (the figures above are those of a framework-unknown prediction)"
+    rr = ((err.get("ranking_reliability") or {}).get("new") or {}).get("bins") or []
+    if ov and rr:
+        near = [b for b in rr if b["gap_lo"] < RANK_NEAR_GAP]
+        far = [b for b in rr if b["gap_lo"] >= RANK_NEAR_GAP]
+        n_near, r_near = sum(b["pairs"] for b in near), sum(b["ordered_right"] for b in near)
+        n_far, r_far = sum(b["pairs"] for b in far), sum(b["ordered_right"] for b in far)
+        if n_near and n_far:
+            validation += (f"; which of two hardware types is faster at the same model and scale, held out with the "
+                           f"hardware unseen: right in {r_far} of {n_far} published pairs predicted "
+                           f"{RANK_NEAR_GAP:.0%} or more apart, {r_near} of {n_near} closer than that (the runner-up "
+                           "sentence reads the record of its own gap)")
     spread = err.get("published_spread") or {}
     if ov and spread.get("pairs"):
         top = spread["pairs"][0]

@@ -390,3 +390,37 @@ def test_a_deadline_job_without_counts_prices_each_type_at_the_same_aggregate_pe
     want = ladder_counts(cat.get("trn1"), analysis.ladder_reference_flops(cat))
     assert got["trn1"] and set(got["trn1"]) <= set(want) and min(want) > min(COUNT_LADDER)
     assert all(c % 32 == 0 for c in got["trn1"])
+
+
+def test_the_runner_up_sentence_reads_the_held_out_order_record_not_the_interval_overlap(tmp_path):
+    """Whether the recommended option and the cheapest one on another type are separated comes from how often
+    held-out pairs of types predicted as far apart were ordered right (both types with published rows: the
+    leave-one-out record; else the leave-one-hardware-out one), not from their intervals overlapping (the token
+    budget's part is common to both); without that record, the overlap rule."""
+    from hweval.job import parse_job
+    from hwmodels.catalog import load_catalog
+
+    job = parse_job({"model": "llama2-7b", "tokens": 1e11, "global_batch": 1024, "accelerators": [64],
+                     "pricing": [MODE]})
+    opts, _ = analysis.job_options(job, analysis.job_tokens(job), load_catalog(),
+                                   candidates=["h100-sxm", "a100-80gb-sxm"])
+    rec, other = sorted(opts, key=lambda o: o.cost_usd)
+    assert rec.node != other.node and rec.cost_hi_usd > other.cost_lo_usd  # the intervals overlap
+    gap = other.cost_usd / rec.cost_usd - 1
+
+    def write(name, known_right, new_right, rows=9):
+        sec = lambda right: {"scored_with": "s", "ratio_error": {"q90": 0.3}, "bins": [  # noqa: E731
+            {"gap_lo": 0.0, "gap_hi": None, "pairs": 40, "ordered_right": right}]}
+        f = tmp_path / name
+        f.write_text(json.dumps({"known_hardware_band": {"per_hardware": {rec.node: {"n": rows}, other.node: {"n": 9}}},
+                                 "ranking_reliability": {"known": sec(known_right), "new": sec(new_right)}}))
+        return f
+    held = analysis.runner_up_sentence(rec, other, 0.9, write("held.json", 39, 10))
+    assert f"predicted {gap:.0%} dearer" in held and "39 of 40" in held and "leave-one-out" in held
+    assert "the order stands" in held and "do not separate" not in held
+    # one of the two without published rows: the leave-one-hardware-out record decides
+    new = analysis.runner_up_sentence(rec, other, 0.9, write("new.json", 39, 10, rows=2))
+    assert "10 of 40" in new and "leave-one-hardware-out" in new and "the data do not separate them" in new
+    # no record: the intervals' overlap, as before
+    old = analysis.runner_up_sentence(rec, other, 0.9, tmp_path / "missing.json")
+    assert "overlaps within the 90% intervals" in old

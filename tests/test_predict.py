@@ -1963,3 +1963,71 @@ def test_default_attention_rate_counts_the_share_of_a_wide_matrix_unit_it_fills(
     assert v6e.attention_time(1e15, 8192, "bf16") == pytest.approx(
         2 * replace(v6e, attention_eff=replace(v6e.attention_eff, value=ATTN_EFF_DEFAULT)).attention_time(
             1e15, 8192, "bf16"))
+
+
+def _pair_preds(targets_and_preds):
+    """Synthetic validation rows for ranking_reliability: (hardware, model, published, predicted) per row."""
+    from types import SimpleNamespace
+
+    preds, tps = [], []
+    for hw, model, pub, pred in targets_and_preds:
+        preds.append({"hw": hw, "target": pub, "n": 8, "gb": 64, "row": {"model": model, "precision": "bf16"},
+                      "spec": SimpleNamespace(seq_len=4096)})
+        tps.append(pred)
+    return preds, np.array(tps, dtype=float)
+
+
+def test_ranking_reliability_bins_pairs_by_predicted_gap_and_scores_their_order():
+    """Pairs of two types at the same model and scale only; a pair lands in the bin of its PREDICTED gap and counts
+    as right when the predicted order is the published one; published ties (within 2%) are left out of the bins but
+    not of the ratio error."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    preds, tps = _pair_preds([
+        ("a", "m1", 100.0, 100.0), ("b", "m1", 110.0, 103.0),   # predicted 3% apart, right order
+        ("c", "m1", 150.0, 90.0),                               # vs a: predicted 10% (a faster), published c faster
+        ("a", "m2", 100.0, 100.0), ("b", "m2", 101.0, 150.0),   # a published tie, predicted 50% apart
+        ("a", "m3", 100.0, 100.0), ("a", "m3", 200.0, 100.0),   # same hardware: not a pair
+    ])
+    r = V.ranking_reliability(preds, tps)
+    assert r["pairs"] == 4 and r["ties_left_out"] == 1
+    bins = {b["gap_lo"]: (b["ordered_right"], b["pairs"]) for b in r["bins"]}
+    assert bins[0.0] == (1, 1)          # a-b m1: predicted 3% apart, in the published order
+    assert bins[0.10] == (0, 2)         # a-c (100/90) and b-c (103/90) m1: 11% and 14%, both the wrong way
+    assert bins[0.35] == (0, 0)         # the m2 tie is predicted 50% apart but has no order to get right
+    # the ratio error counts every pair, the tie too
+    errs = sorted(abs(math.log(q) - math.log(t)) for q, t in (
+        (100 / 103, 100 / 110), (100 / 90, 100 / 150), (103 / 90, 110 / 150), (100 / 150, 100 / 101)))
+    assert r["ratio_error"]["q50"] == pytest.approx(math.expm1(np.quantile(errs, 0.5)))
+    assert max(errs) == pytest.approx(math.log(100 / 90) - math.log(100 / 150))  # a-c: 11% one way, 50% the other
+    assert sorted(errs)[1] == pytest.approx(math.log(150 / 101))  # the tie, predicted 50% apart, counts here
+
+
+def test_order_record_reads_the_bin_of_the_gap_and_the_scoring_of_the_pair(tmp_path):
+    """Leave-one-out record where both types have published rows, leave-one-hardware-out where either lacks
+    them; the bin the predicted gap falls in; too few pairs never 'hold'; None without the section."""
+    import json
+
+    from hwmodels.predict.predictor import MIN_RANKING_PAIRS, has_validation_rows, order_record
+
+    def sec(right_small, right_big):
+        return {"scored_with": "x", "ratio_error": {"q90": 0.25},
+                "bins": [{"gap_lo": 0.0, "gap_hi": 0.1, "pairs": 20, "ordered_right": right_small},
+                         {"gap_lo": 0.1, "gap_hi": None, "pairs": 50, "ordered_right": right_big}]}
+    f = tmp_path / "e.json"
+    f.write_text(json.dumps({"known_hardware_band": {"per_hardware": {"h": {"n": 9}, "few": {"n": 2}}},
+                             "ranking_reliability": {"known": sec(19, 50), "new": sec(12, 40)}}))
+    assert has_validation_rows("h", f) and not has_validation_rows("few", f) and not has_validation_rows("x", f)
+    k = order_record(0.05, new_type=False, path=f)
+    assert (k.pairs, k.ordered_right, k.gap_hi, k.ratio_error_q90) == (20, 19, 0.1, 0.25) and k.holds(0.9)
+    n = order_record(0.05, new_type=True, path=f)
+    assert n.ordered_right == 12 and not n.holds(0.9) and n.bin_label() == "0% to 10%"
+    big = order_record(3.0, new_type=True, path=f)
+    assert big.gap_lo == 0.1 and big.gap_hi is None and big.holds(0.8) and not big.holds(0.9)
+    assert big.bin_label() == "10% or more"
+    assert order_record(-0.05, new_type=False, path=f).pairs == 20  # the size of the gap, either direction
+    few = tmp_path / "few.json"
+    few.write_text(json.dumps({"ranking_reliability": {"known": {"bins": [
+        {"gap_lo": 0.0, "gap_hi": None, "pairs": MIN_RANKING_PAIRS - 1, "ordered_right": MIN_RANKING_PAIRS - 1}]}}}))
+    assert not order_record(0.2, new_type=False, path=few).holds(0.5)
+    assert order_record(0.2, new_type=False, path=tmp_path / "none.json") is None

@@ -515,6 +515,59 @@ def held_out_error(hardware: str, path: Path | None = None, framework: str | Non
     return DEFAULT_REL_ERROR, "no validation file: default +-25% (stated assumption)"
 
 
+#: Fewer held-out pairs than this in a predicted-gap bin: too few to say how often such an order holds.
+MIN_RANKING_PAIRS = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrderRecord:
+    """How often, held out, two hardware types predicted about this far apart were ordered right
+    (``ranking_reliability`` of the validation file: pairs at the same model, sequence, precision and count)."""
+
+    gap_lo: float
+    gap_hi: float | None
+    pairs: int
+    ordered_right: int
+    ratio_error_q90: float | None
+    scored_with: str
+
+    @property
+    def rate(self) -> float:
+        return self.ordered_right / self.pairs if self.pairs else float("nan")
+
+    def holds(self, level: float) -> bool:
+        """Enough pairs, and at least ``level`` of them ordered right."""
+        return self.pairs >= MIN_RANKING_PAIRS and self.ordered_right >= level * self.pairs
+
+    def bin_label(self) -> str:
+        return f"{self.gap_lo:.0%} to {self.gap_hi:.0%}" if self.gap_hi is not None else f"{self.gap_lo:.0%} or more"
+
+
+def has_validation_rows(hardware: str, path: Path | None = None) -> bool:
+    """Whether the validation scored at least MIN_ROWS_PER_HARDWARE published runs on ``hardware``."""
+    e = _errors(str(path or ERROR_FILE))
+    hw = ((e.get("known_hardware_band") or {}).get("per_hardware") or {}).get(hardware) or {}
+    return int(hw.get("n", 0) or 0) >= MIN_ROWS_PER_HARDWARE
+
+
+def order_record(gap_rel: float, *, new_type: bool, path: Path | None = None) -> OrderRecord | None:
+    """The held-out record of ordering two hardware types whose predicted throughput (or cost, at quoted prices)
+    differs by ``gap_rel`` (the larger over the smaller, minus 1): the validation's ``ranking_reliability`` bin the
+    gap falls in, scored leave-one-out where both types have published rows, leave-one-hardware-out where either
+    has not (``new_type``). None when the file has no such section."""
+    sec = ((_errors(str(path or ERROR_FILE)).get("ranking_reliability") or {}).get("new" if new_type else "known")
+           or {})
+    q90 = (sec.get("ratio_error") or {}).get("q90")
+    for b in sec.get("bins") or ():
+        lo, hi = float(b["gap_lo"]), b.get("gap_hi")
+        if lo <= abs(gap_rel) and (hi is None or abs(gap_rel) < float(hi)):
+            return OrderRecord(gap_lo=lo, gap_hi=None if hi is None else float(hi), pairs=int(b["pairs"]),
+                               ordered_right=int(b["ordered_right"]),
+                               ratio_error_q90=float(q90) if isinstance(q90, (int, float)) else None,
+                               scored_with=str(sec.get("scored_with", "")))
+    return None
+
+
 def memory_held_out_error(path: Path | None = None) -> tuple[float | None, str]:
     """(relative |error| at INTERVAL_LEVEL of the memory model on published peak memory, where it came from);
     (None, why) when no memory validation file exists."""
@@ -960,7 +1013,7 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
 
 
 __all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",
-           "stated_prior_band",
+           "stated_prior_band", "OrderRecord", "order_record", "has_validation_rows",
            "framework_eta", "framework_families", "framework_choice_error", "check_framework", "stack_factor",
            "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
 
