@@ -2031,3 +2031,20 @@ def test_order_record_reads_the_bin_of_the_gap_and_the_scoring_of_the_pair(tmp_p
         {"gap_lo": 0.0, "gap_hi": None, "pairs": MIN_RANKING_PAIRS - 1, "ordered_right": MIN_RANKING_PAIRS - 1}]}}}))
     assert not order_record(0.2, new_type=False, path=few).holds(0.5)
     assert order_record(0.2, new_type=False, path=tmp_path / "none.json") is None
+
+
+def test_a_smaller_board_shrinks_an_hgx_domain_and_keeps_a_rack_scale_one(cat):
+    """Calibration.with_node_size: 4 of an 8-GPU HGX type -> node and NVLink domain of 4, on every link level;
+    a GB200 NVL72 node of 2 keeps its 72-GPU domain; more than the catalog's node, or not a whole number, is
+    refused naming the field."""
+    h200 = calibrate(cat.get("h200-sxm"))
+    four = h200.with_node_size(4, source="test")
+    assert (four.accelerators_per_node, four.scale_up_size) == (4, 4)
+    assert all(lc.link.accelerators_per_node == 4 and lc.link.scale_up_size == 4 for lc in four.comms.values())
+    assert h200.with_node_size(h200.accelerators_per_node, source="test") is h200
+    gb = calibrate(cat.get("gb200-nvl72"))
+    two = gb.with_node_size(2, source="test")
+    assert two.accelerators_per_node == 2 and two.scale_up_size == gb.scale_up_size == 72
+    for bad in (0, 9, 2.5, True):
+        with pytest.raises(ModelInputError, match="accelerators_per_node"):
+            h200.with_node_size(bad, source="test")

@@ -82,6 +82,14 @@ def test_batch_keeps_row_order_and_count(cli, tmp_path):
      "--activation-offload: expected an integer >= 0, got '-1'"),
     (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--framework", "pytorch"),
      "--framework: unknown family 'pytorch'; valid choices: unknown, "),
+    (("--hardware", "h200-sxm", "--accelerators", "16", "--model", "llama3-8b", "--accelerators-per-node", "16"),
+     "--accelerators-per-node: 16 is more than the catalog's h200-sxm node (8); valid: 1 to 8"),
+    (("--hardware", "h200-sxm", "--accelerators", "16", "--model", "llama3-8b", "--accelerators-per-node", "0"),
+     "--accelerators-per-node: expected a positive integer, got '0'"),
+    (("--hardware", "h200-sxm", "--accelerators", "16", "--model", "llama3-8b", "--inter-node-gbps", "-400"),
+     "--inter-node-gbps: "),
+    (("--hardware", "h200-sxm", "--accelerators", "16", "--model", "llama3-8b", "--inter-node-gbps", "fast"),
+     "--inter-node-gbps: "),
 ])
 def test_bad_options_exit_2_one_line(cli, args, needle):
     proc = cli("predict", *args, "--json")
@@ -254,3 +262,36 @@ def test_framework_option_and_column_price_the_family_with_its_band(cli, tmp_pat
     proc = cli("predict", "--batch", str(q), "--json")
     assert proc.returncode == 2 and proc.stdout == ""
     assert "row 2, column framework: unknown family 'jax'; valid choices: unknown," in proc.stderr
+
+
+def test_cluster_options_price_a_smaller_board_and_a_stated_network(cli, tmp_path):
+    """--accelerators-per-node (a 4-GPU board of an 8-GPU type: its NVLink domain shrinks with it) and
+    --inter-node-gbps (the network per node, priced by the link model) change only the exposed communication of a
+    job that crosses nodes, and say so in the calibration; inside one node the network does not matter. The same
+    columns in a batch file."""
+    base = ("--hardware", "h200-sxm", "--model", "llama3-8b", "--seq-len", "4096", "--global-batch", "64",
+            "--sharding", "full_shard", "--tp", "1", "--pp", "1", "--micro-batch", "4",
+            "--activation-checkpointing", "full", "--json")
+
+    def run(n, *extra):
+        proc = cli("predict", "--accelerators", str(n), *base, *extra)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    eight, four = run(16), run(16, "--accelerators-per-node", "4")
+    slow = run(16, "--accelerators-per-node", "4", "--inter-node-gbps", "400")
+    assert eight["breakdown_s"]["compute"] == pytest.approx(four["breakdown_s"]["compute"])
+    assert eight["breakdown_s"]["exposed_comm"] < four["breakdown_s"]["exposed_comm"] < slow["breakdown_s"]["exposed_comm"]
+    assert slow["tokens_per_s_per_accelerator"] < four["tokens_per_s_per_accelerator"]
+    cal = " ".join(map(str, slow["calibration"].values()))
+    assert "4 accelerators per node" in cal and "400 Gb/s per node" in cal
+    one_node = run(8, "--inter-node-gbps", "100")
+    assert one_node["step_time_s"] == pytest.approx(run(8)["step_time_s"])
+    p = tmp_path / "c.csv"
+    p.write_text("hardware,accelerators,model,seq_len,global_batch,sharding,tp,pp,micro_batch,"
+                 "activation_checkpointing,accelerators_per_node,inter_node_gbps\n"
+                 "h200-sxm,16,llama3-8b,4096,64,full_shard,1,1,4,full,4,400\n"
+                 "h200-sxm,16,llama3-8b,4096,64,full_shard,1,1,4,full,,\n")
+    proc = cli("predict", "--batch", str(p), "--json")
+    assert proc.returncode == 0, proc.stderr
+    a, b = (json.loads(x) for x in proc.stdout.strip().splitlines())
+    assert a["step_time_s"] == pytest.approx(slow["step_time_s"]) and b["step_time_s"] == pytest.approx(eight["step_time_s"])

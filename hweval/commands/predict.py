@@ -46,17 +46,22 @@ BOOLS = ("true", "false")
 #: and ``activation_offload`` (layers per pipeline stage whose saved activations go to host memory, Megatron's
 #: ``cpu_offloading_num_layers``; absent or 0: none stated, and the search may choose it beside recomputation where the
 #: node has a host-link figure), and ``framework`` (the framework family the job will run, one the validation fitted:
-#: its factors and its narrower band; default unknown)
+#: its factors and its narrower band; default unknown), and the cluster the job runs on where it differs from the
+#: catalog node: ``accelerators_per_node`` (a smaller board of the type, e.g. a 4-GPU HGX; its scale-up domain
+#: shrinks with it where the catalog's is the node) and ``inter_node_gbps`` (the scale-out network per node, Gb/s one
+#: direction; priced by the link model, not the curves measured on the catalog's network)
 COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "global_batch", "precision", "sharding",
            "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing", "cp", "tp_comm_overlap",
-           "interleave", "activation_offload", "framework")
-INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp", "cp", "interleave")
+           "interleave", "activation_offload", "framework", "accelerators_per_node", "inter_node_gbps")
+INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp", "cp", "interleave",
+              "accelerators_per_node")
 CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpointing": RECOMPUTE,
            "layout": LAYOUTS, "pricing": MODES, "tp_comm_overlap": BOOLS}
 #: column -> its type (hwcore.params): positive integers, a positive finite token count, choices
 TYPES: dict[str, P.Type] = {
     **{c: P.Int(min=1) for c in INT_FIELDS},
     "tokens": P.Float(min=0, min_open=True),
+    "inter_node_gbps": P.Float(min=0, min_open=True),
     "activation_offload": P.Int(min=0),
     **{c: P.Str(choices=tuple(v)) for c, v in CHOICES.items()},
 }
@@ -131,6 +136,10 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
             raise err("activation_offload", f"{out['hardware']} has no published host-link bandwidth to price it "
                                             f"(data/calibration/published.csv, host_copy_GBps); valid here: 0")
     out["activation_offload"] = out["activation_offload"] or 0
+    apn = catalog.get(out["hardware"]).accelerators_per_node
+    if out["accelerators_per_node"] is not None and out["accelerators_per_node"] > apn:
+        raise err("accelerators_per_node", f"{out['accelerators_per_node']} is more than the catalog's "
+                                           f"{out['hardware']} node ({apn}); valid: 1 to {apn}")
     if out["cp"] and out["spec"].seq_len % out["cp"]:
         raise err("cp", f"cp {out['cp']} must divide the sequence length ({out['spec'].seq_len})")
     out["tp_comm_overlap"] = out["tp_comm_overlap"] == "true"
@@ -178,6 +187,10 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
     node = catalog.get(sc["hardware"])
     try:
         cal = calibrate(node, _kernel_points(node.id))
+        if sc["accelerators_per_node"] is not None:
+            cal = cal.with_node_size(sc["accelerators_per_node"], source="stated for this prediction")
+        if sc["inter_node_gbps"] is not None:
+            cal = cal.with_network(sc["inter_node_gbps"], source="stated for this prediction")
         res = predict_job(hardware=node, accelerators=sc["accelerators"], model=sc["spec"],
                           micro_batch=sc["micro_batch"], global_batch=sc["global_batch"],
                           precision=sc["precision"] or "bf16", sharding=sc["sharding"], tp=sc["tp"], pp=sc["pp"],
@@ -315,6 +328,10 @@ def note_lines(rows: list[dict[str, Any]]) -> list[str]:
 @click.option("--framework", help="Framework family the job will run (default unknown): its fitted factors and its "
                                   "narrower validated band; valid: the families the validation fitted "
                                   "(megatron, maxtext, llm-foundry, torchtitan, neuron, ...).")
+@click.option("--accelerators-per-node", help="Accelerators per node of the cluster, where it is a smaller board of "
+                                             "the type than the catalog's (e.g. 4 for a 4-GPU HGX of an 8-GPU type).")
+@click.option("--inter-node-gbps", help="Scale-out network of the cluster, Gb/s per node one direction (default: the "
+                                       "catalog node's).")
 @click.option("--batch", "batch", type=click.Path(dir_okay=False), help="CSV of scenarios, one per row.")
 @click.option("--json", "as_json", is_flag=True, help="JSON (JSON Lines with --batch) instead of a table.")
 def predict(batch: str | None, as_json: bool, **opts: Any) -> None:

@@ -340,6 +340,27 @@ class Calibration:
         return replace(self, attention_eff=rate,
                        extra={**self.extra, "attention_s_half": s_half, "attention_kernel": kernel})
 
+    def with_node_size(self, accelerators_per_node: int, source: str) -> Calibration:
+        """This calibration on nodes of ``accelerators_per_node`` accelerators of the type (a 4-GPU HGX board of an
+        8-GPU type), as a run's source or a buyer states it: at most the catalog's node size. Where the catalog's
+        scale-up domain is the node (an HGX board), the domain shrinks with it; a larger domain (a rack-scale NVLink
+        or ICI slice) is kept. Each link level takes the new node size; the NIC bandwidth per accelerator is kept
+        (one NIC per accelerator), unless :meth:`with_network` states the node's."""
+        n = accelerators_per_node
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.accelerators_per_node:
+            raise ModelInputError(f"accelerators_per_node: must be a whole number from 1 to {self.accelerators_per_node}"
+                                  f" (the catalog's {self.node_id} node), got {n!r}")
+        if n == self.accelerators_per_node:
+            return self
+        domain = n if self.scale_up_size <= self.accelerators_per_node else self.scale_up_size
+        said = f"{n} accelerators per node, scale-up domain {domain} ({source})"
+        comms = {lvl: replace(lc, source=f"{lc.source}; {said}",
+                              link=replace(lc.link, accelerators_per_node=n,
+                                           scale_up_size=min(lc.link.scale_up_size or domain, domain),
+                                           source=f"{lc.link.source}; {said}"))
+                 for lvl, lc in self.comms.items()}
+        return replace(self, accelerators_per_node=n, scale_up_size=domain, comms=comms)
+
     def with_network(self, inter_node_Gbps: float, source: str) -> Calibration:
         """This calibration on a cluster whose scale-out network carries ``inter_node_Gbps`` per node (one
         direction), as a published run's source states it. Every level's link model takes that NIC rate; the
