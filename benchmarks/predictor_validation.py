@@ -259,11 +259,16 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         if (hw, kern) not in cals:
             cals[(hw, kern)] = cals[hw].with_attention_kernel(kern)
         cal = cals[(hw, kern)]
+        apn = r.get("accelerators_per_node", "").strip()
+        if apn:  # a smaller board of the type than the catalog's, as the source states it
+            if (hw, kern, "apn", apn) not in cals:
+                cals[(hw, kern, "apn", apn)] = cal.with_node_size(int(apn), source="stated by the run's source")
+            cal = cals[(hw, kern, "apn", apn)]
         net = r.get("inter_node_Gbps", "").strip()
         if net:  # the cluster's own scale-out network, as the source states it
-            if (hw, kern, net) not in cals:
-                cals[(hw, kern, net)] = cal.with_network(float(net), source="stated by the run's source")
-            cal = cals[(hw, kern, net)]
+            if (hw, kern, apn, net) not in cals:
+                cals[(hw, kern, apn, net)] = cal.with_network(float(net), source="stated by the run's source")
+            cal = cals[(hw, kern, apn, net)]
         core = attention_core(r)
         try:
             spec = parse_spec(r["model"]).with_seq_len(_int(r["seq_len"]))
@@ -1219,7 +1224,7 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
 
 #: Columns of training_runs.csv a prediction is made from: two rows equal on these are one input to the predictor.
 SPREAD_KEY = ("hardware", "model", "seq_len", "precision", "accelerators", "global_batch", "micro_batch", "tp", "pp",
-              "cp", "interleave", "offload_layers", "inter_node_Gbps")
+              "cp", "interleave", "offload_layers", "inter_node_Gbps", "accelerators_per_node")
 #: Layout columns a source may leave empty (the search fills them): equal, or empty in either row. (``interleave``
 #: is in the key: empty there means interleaving used or possible with its count not stated, not "unknown".)
 SPREAD_OPEN = ("sharding", "activation_checkpointing", "sequence_parallel", "tp_comm_overlap")

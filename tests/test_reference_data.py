@@ -19,7 +19,7 @@ CAL_README = REPO / "data" / "calibration" / "README.md"
 
 RUN_COLUMNS = ["run_id", "hardware", "accelerators", "model", "params_B", "seq_len", "global_batch", "micro_batch",
                "precision", "dp", "tp", "pp", "cp", "interleave", "sharding", "activation_checkpointing",
-               "offload_layers", "sequence_parallel", "tp_comm_overlap", "inter_node_Gbps", "framework", "tokens_per_s_per_accelerator",
+               "offload_layers", "sequence_parallel", "tp_comm_overlap", "inter_node_Gbps", "accelerators_per_node", "framework", "tokens_per_s_per_accelerator",
                "tflops_per_accelerator", "mfu", "hfu", "source", "source_detail", "year"]
 CAL_COLUMNS = ["node_id", "quantity", "value", "unit", "condition", "framework", "source", "source_detail", "as_of"]
 CAL_UNITS = {"matmul_tflops": "TFLOP/s", "memory_bw_GBps": "GB/s", "busbw_GBps": "GB/s",
@@ -81,6 +81,8 @@ def test_training_runs_schema_and_values(runs):
         assert r["sequence_parallel"] in {"", "true", "false"}, rid
         assert r["tp_comm_overlap"] in {"", "true", "false"}, rid
         _num(r, "inter_node_Gbps")  # empty, or a positive per-node figure
+        apn = r["accelerators_per_node"]  # empty (the catalog's node), or a smaller board of the type
+        assert apn == "" or (apn.isdigit() and 1 <= int(apn) < 8), (rid, "accelerators_per_node")
         figures = [_num(r, c) for c in ("tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu", "hfu")]
         assert any(f is not None for f in figures), f"{rid}: no measured figure"
         for c in ("mfu", "hfu"):
