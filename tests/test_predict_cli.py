@@ -295,3 +295,31 @@ def test_cluster_options_price_a_smaller_board_and_a_stated_network(cli, tmp_pat
     assert proc.returncode == 0, proc.stderr
     a, b = (json.loads(x) for x in proc.stdout.strip().splitlines())
     assert a["step_time_s"] == pytest.approx(slow["step_time_s"]) and b["step_time_s"] == pytest.approx(eight["step_time_s"])
+
+
+def test_attention_option_prices_the_kernel_a_framework_runs(cli, tmp_path):
+    """--attention names one of the node's published kernel curves or 'materialized' (score GEMMs and a softmax);
+    the JSON says which was priced; an unknown one exits 2 naming the node's choices; the same as a batch column."""
+    base = ("--hardware", "a100-80gb-sxm", "--accelerators", "8", "--model", "llama2-7b", "--seq-len", "4096",
+            "--global-batch", "64", "--sharding", "full_shard", "--tp", "1", "--pp", "1", "--micro-batch", "2",
+            "--activation-checkpointing", "full", "--json")
+
+    def run(*extra):
+        proc = cli("predict", *base, *extra)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    own, v1, mat = run(), run("--attention", "flash_attn_1"), run("--attention", "materialized")
+    assert own["attention"] == "flash_attn_2" and v1["attention"] == "flash_attn_1" and mat["attention"] == "materialized"
+    # FlashAttention v1 runs at about 80 of FA2's 190 TFLOP/s on A100: slower; the materialized core slower still
+    assert mat["tokens_per_s_per_accelerator"] < v1["tokens_per_s_per_accelerator"] < own["tokens_per_s_per_accelerator"]
+    assert own["breakdown_s"]["exposed_comm"] == pytest.approx(v1["breakdown_s"]["exposed_comm"])
+    bad = cli("predict", *base, "--attention", "cudnn")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "--attention: unknown value 'cudnn' for a100-80gb-sxm; valid choices: flash_attn_2, " in bad.stderr
+    assert "materialized" in bad.stderr
+    p = tmp_path / "a.csv"
+    p.write_text("hardware,accelerators,model,attention\nh100-sxm,8,llama3-8b,flash_attn_1\nb200,8,llama3-8b,\n")
+    proc = cli("predict", "--batch", str(p), "--json")
+    assert proc.returncode == 0, proc.stderr
+    a, b = (json.loads(x) for x in proc.stdout.strip().splitlines())
+    assert a["attention"] == "flash_attn_1" and b["attention"] == "cudnn"  # Blackwell's own: the fastest published

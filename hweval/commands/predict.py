@@ -39,6 +39,7 @@ RECOMPUTE = ("none", "selective", "full")
 LAYOUTS = ("auto", "fixed")
 MODES = ("on_demand", "reserved", "reserved_3y", "spot", "on_prem")
 BOOLS = ("true", "false")
+MATERIALIZED = "materialized"
 #: the issue's interface, then two optional columns added with context parallelism: ``cp`` (context-parallel
 #: degree: each sequence split over cp ranks; searched when absent) and ``tp_comm_overlap`` (TP collectives
 #: pipelined with the GEMMs, as Transformer Engine userbuffers / async TP do; default false), and later
@@ -49,10 +50,12 @@ BOOLS = ("true", "false")
 #: its factors and its narrower band; default unknown), and the cluster the job runs on where it differs from the
 #: catalog node: ``accelerators_per_node`` (a smaller board of the type, e.g. a 4-GPU HGX; its scale-up domain
 #: shrinks with it where the catalog's is the node) and ``inter_node_gbps`` (the scale-out network per node, Gb/s one
-#: direction; priced by the link model, not the curves measured on the catalog's network)
+#: direction; priced by the link model, not the curves measured on the catalog's network), and ``attention`` (the
+#: attention implementation the framework runs: one of the node's published kernel curves, e.g. ``flash_attn_1``
+#: or ``cudnn``, or ``materialized`` (score GEMMs and a softmax, before fused kernels); default the node's own)
 COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "global_batch", "precision", "sharding",
            "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing", "cp", "tp_comm_overlap",
-           "interleave", "activation_offload", "framework", "accelerators_per_node", "inter_node_gbps")
+           "interleave", "activation_offload", "framework", "accelerators_per_node", "inter_node_gbps", "attention")
 INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp", "cp", "interleave",
               "accelerators_per_node")
 CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpointing": RECOMPUTE,
@@ -143,6 +146,12 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
     if out["cp"] and out["spec"].seq_len % out["cp"]:
         raise err("cp", f"cp {out['cp']} must divide the sequence length ({out['spec'].seq_len})")
     out["tp_comm_overlap"] = out["tp_comm_overlap"] == "true"
+    if out["attention"] is not None:
+        from hwmodels.predict.calibration import calibrate
+        kernels = (*calibrate(catalog.get(out["hardware"])).attention_kernels(), MATERIALIZED)
+        if out["attention"] not in kernels:
+            raise err("attention", f"unknown value {out['attention']!r} for {out['hardware']}; valid choices: "
+                                   f"{', '.join(kernels)}")
     return out
 
 
@@ -178,7 +187,18 @@ def _kernel_points(node_id: str) -> list[Any]:
 
 
 def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[str, Any]:
-    """One scenario -> the JSON object of the CLI (the best layout; runners-up when searched)."""
+    """One scenario -> the JSON object of the CLI (the best layout; runners-up when searched), with the attention
+    implementation it was priced with (``attention``: the one stated, else the node's own kernel)."""
+    out = _predict_scenario(sc, catalog, where)
+    if sc["attention"] is not None:
+        out["attention"] = sc["attention"]
+    else:
+        from hwmodels.predict.calibration import calibrate
+        out["attention"] = calibrate(catalog.get(sc["hardware"])).attention_kernels()[0]
+    return out
+
+
+def _predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[str, Any]:
     from hwmodels.errors import ModelInputError
     from hwmodels.predict.calibration import calibrate
     from hwmodels.predict.predictor import make_prediction
@@ -191,6 +211,11 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
             cal = cal.with_node_size(sc["accelerators_per_node"], source="stated for this prediction")
         if sc["inter_node_gbps"] is not None:
             cal = cal.with_network(sc["inter_node_gbps"], source="stated for this prediction")
+        core = "flash"
+        if sc["attention"] == MATERIALIZED:
+            core = "materialized"
+        elif sc["attention"] is not None:  # one of the node's curves (checked by _scenario)
+            cal = cal.with_attention_kernel(sc["attention"])
         res = predict_job(hardware=node, accelerators=sc["accelerators"], model=sc["spec"],
                           micro_batch=sc["micro_batch"], global_batch=sc["global_batch"],
                           precision=sc["precision"] or "bf16", sharding=sc["sharding"], tp=sc["tp"], pp=sc["pp"],
@@ -198,7 +223,7 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
                           layout=sc["layout"] or "auto", tokens=sc["tokens"], pricing=sc["pricing"],
                           calibration=cal, cp=sc["cp"], tp_comm_overlap=sc["tp_comm_overlap"],
                           interleave=sc["interleave"], offload_layers=sc["activation_offload"],
-                          framework=sc["framework"])
+                          framework=sc["framework"], attention=core)
     except ModelInputError as exc:
         raise InputError(f"{where}{exc}") from None
     if not isinstance(res, SearchResult):
@@ -225,7 +250,7 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
                         global_batch=sc["global_batch"] or _default_gb(sc["spec"]), tokens=sc["tokens"],
                         usd_per_accelerator_hour=price, pricing=sc["pricing"],
                         min_billed_hours=node.pricing[sc["pricing"]].min_billed_hours if sc["pricing"] else 0.0,
-                        framework=sc["framework"])
+                        framework=sc["framework"], attention=core)
     out = p.to_dict()
     out["search"] = {"considered": res.considered, "fitting_priced": 0,
                      "note": "no layout fits in memory; the least-memory layout is shown"}
@@ -332,6 +357,9 @@ def note_lines(rows: list[dict[str, Any]]) -> list[str]:
                                              "the type than the catalog's (e.g. 4 for a 4-GPU HGX of an 8-GPU type).")
 @click.option("--inter-node-gbps", help="Scale-out network of the cluster, Gb/s per node one direction (default: the "
                                        "catalog node's).")
+@click.option("--attention", help="Attention implementation the framework runs: one of the node's published kernel "
+                                  "curves (flash_attn_2, flash_attn_1, flash_attn_triton, cudnn, ...; default the "
+                                  "node's own) or materialized (score GEMMs and a softmax, no fused kernel).")
 @click.option("--batch", "batch", type=click.Path(dir_okay=False), help="CSV of scenarios, one per row.")
 @click.option("--json", "as_json", is_flag=True, help="JSON (JSON Lines with --batch) instead of a table.")
 def predict(batch: str | None, as_json: bool, **opts: Any) -> None:

@@ -294,7 +294,7 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
                 calibration: Calibration | None = None, eta: float | None = None,
                 error_path: Path | None = None, catalog: Any = None, cp: int | None = None,
                 tp_comm_overlap: bool = False, offload_layers: int = 0,
-                framework: str | None = None) -> Prediction | SearchResult:
+                framework: str | None = None, attention: str = "flash") -> Prediction | SearchResult:
     """One job: a fixed layout when tp, pp, sharding, micro-batch and recompute are all given and
     ``layout != "auto"``; else the layout search. ``hardware`` is a catalog id or a ``NodeType``.
 
@@ -303,7 +303,8 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
     (searched when None; 1 for a fixed layout); ``offload_layers``: each pipeline stage's saved activations of that
     many layers go to host memory (``Layout.offload_layers``; 0 = none stated: the search may choose it, ``search``'s
     ``search_offload``); ``framework``: a stated framework family (``make_prediction``; None or "unknown": not
-    stated).
+    stated); ``attention``: the attention core (``flash``, at the calibration's kernel rate, or ``materialized``:
+    :func:`search`).
 
     Returns a :class:`Prediction` (fixed layout) or a :class:`SearchResult`.
     The cost uses ``node.price_per_hour(pricing) / accelerators_per_node`` per accelerator-hour; a committed
@@ -339,13 +340,14 @@ def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq
                      tp_comm_overlap=tp_comm_overlap and tp > 1, offload_layers=offload_layers)
         return make_prediction(spec, cal, lay, hardware=node.id, accelerators=accelerators, global_batch=gb,
                                seq_len=seq, tokens=tokens, usd_per_accelerator_hour=price, pricing=pricing, eta=eta,
-                               error_path=error_path, min_billed_hours=billed, framework=framework)
+                               error_path=error_path, min_billed_hours=billed, framework=framework,
+                               attention=attention)
     return search(spec, cal, hardware=node.id, accelerators=accelerators, global_batch=gb, seq_len=seq,
                   precision=precision, tp=tp, pp=pp, sharding=sharding, micro_batch=micro_batch,
                   recompute=activation_checkpointing, tokens=tokens, usd_per_accelerator_hour=price,
                   pricing=pricing, eta=eta, error_path=error_path, min_billed_hours=billed, cp=cp,
                   tp_comm_overlap=tp_comm_overlap, interleave=interleave, offload_layers=offload_layers,
-                  framework=framework)
+                  framework=framework, attention=attention)
 
 
 def search_all(spec: ModelSpec, catalog: Iterable[Any], *, accelerators: int, **kw: Any) -> dict[str, SearchResult]:
