@@ -76,14 +76,19 @@ BASELINE_MFU = 0.35
 #: llm-foundry's copy of the FlashAttention Triton kernel (llmfoundry/models/layers/flash_attn_triton.py, v0.3.0).
 #: No Triton curve is published for H100: FlashAttention v1 stands in (on A100 the two published curves are
 #: within 4-10% of each other, causal head dim 128).
-ATTENTION_BY_SOURCE = (("llm-foundry/blob/main/scripts/train/benchmarking", ("flash_attn_triton", "flash_attn_1")),)
+#: flash-attention's own training table (training/README.md, results added 2022-11-29, before FlashAttention-2 of
+#: 2023-07) ran FlashAttention v1 (set 24, fixed before its figures were read).
+ATTENTION_BY_SOURCE = (("llm-foundry/blob/main/scripts/train/benchmarking", ("flash_attn_triton", "flash_attn_1")),
+                       ("flash-attention/blob/4a6eaa9f27df6fff7ffb2c24e894938a687dd870/training", ("flash_attn_1",)))
 #: Sources whose runs materialized the attention scores (score GEMMs, a fused scale-mask-softmax kernel over
 #: ``b a s^2`` elements): they predate FlashAttention (Dao et al., arXiv:2205.14135, 2022-05-27). Narayanan et al.
 #: 2021 (arXiv:2104.04473, Tables 1-2, Megatron-LM and its ZeRO-3 comparison, 2021-04); Korthikanti et al. 2022
 #: (arXiv:2205.05198, 2022-05-10), whose selective recomputation is defined as recomputing the stored QK^T,
 #: softmax and attention-dropout activations (its section 4.2 and the 5as/h term of its eq. 1); BLOOM-176B
 #: (Megatron-DeepSpeed fork, training started 2022-03-11, its chronicles' throughput entry 2022-03-18).
-MATERIALIZED_ATTENTION_SOURCES = ("arXiv:2104.04473", "arXiv:2205.05198", "bigscience-workshop/bigscience")
+#: GPT-NeoX-20B (arXiv:2204.06745; trained with Megatron's fused softmax before FlashAttention was released).
+MATERIALIZED_ATTENTION_SOURCES = ("arXiv:2104.04473", "arXiv:2205.05198", "bigscience-workshop/bigscience",
+                                  "arXiv:2204.06745")
 #: Sources whose pipeline-parallel runs reduced data-parallel gradients after the backward pass, not under it
 #: (Layout dp_comm_overlap off). Megatron-LM 2021-2022: train_step calls forward_backward_func, then the
 #: all-reduce (megatron/training.py at 6fd78189 2021-04-03 lines 372-380: model_module.allreduce_gradients(); at
@@ -838,6 +843,15 @@ PROSPECTIVE = {"a840a7a": (
         "tpurecipes-tpu7x-llama31-70b-8k-bf16-64", "tpurecipes-tpu7x-llama31-70b-8k-fp8-64",
         "tpurecipes-tpu7x-llama31-70b-8k-bf16-256", "tpurecipes-tpu7x-llama31-70b-8k-fp8-256",
         "tpurecipes-tpu7x-llama31-70b-128k-bf16-256", "tpurecipes-tpu7x-llama31-70b-128k-fp8-256",
+    ),
+    # set 24: six sources on A100 / H100 not used before (GPT-NeoX-20B, JAX-Toolbox Pax and MaxText, TinyLlama,
+    # flash-attention's training table), predicted in 71841d4 before the sealed figures were read
+    "71841d4": (
+        "neox20b-a100-40gb-g96", "jaxtb-pax-a100-gpt5b-g256-bf16", "jaxtb-pax-a100-gpt175b-g256-bf16",
+        "jaxtb-pax-h100-gpt5b-g256-bf16", "jaxtb-pax-h100-gpt175b-g256-bf16", "jaxtb-pax-h100-gpt5b-g256-fp8",
+        "jaxtb-pax-h100-gpt175b-g256-fp8", "jaxtb-maxtext-h100-llama2-7b-g8", "tinyllama-a100-40gb-1.1b-g16",
+        "fa2train-a100-gpt3-355m-g8", "fa2train-a100-gpt3-760m-g8", "fa2train-a100-gpt3-1.3b-g8",
+        "fa2train-a100-gpt3-2.7b-g8",
     )}
 
 
@@ -845,7 +859,7 @@ PROSPECTIVE = {"a840a7a": (
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
-                               "c5bc789", "7889f0d", "9033483")
+                               "c5bc789", "7889f0d", "9033483", "71841d4")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
