@@ -2048,3 +2048,22 @@ def test_a_smaller_board_shrinks_an_hgx_domain_and_keeps_a_rack_scale_one(cat):
     for bad in (0, 9, 2.5, True):
         with pytest.raises(ModelInputError, match="accelerators_per_node"):
             h200.with_node_size(bad, source="test")
+
+
+def test_validation_prices_a_stated_smaller_node_and_the_source_attention(cat):
+    """A training_runs row with accelerators_per_node prices the board it names (Calibration.with_node_size), and
+    set 24's sources get the attention their date fixes: materialized for GPT-NeoX-20B, FlashAttention v1 for
+    flash-attention's 2022 training table."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    with open(REPO / "data" / "reference" / "training_runs.csv", newline="") as f:
+        rows = {r["run_id"]: r for r in csv.DictReader(f)}
+    picked = [rows["kempnerforge-h200-7b-g8-tp4-fsdp2"], rows["neox20b-a100-40gb-g96"],
+              rows["fa2train-a100-gpt3-1.3b-g8"]]
+    preds, skipped = V.prepare(picked, cat)
+    assert not skipped and len(preds) == 3
+    kf, neox, fa = preds
+    assert (kf["cal"].accelerators_per_node, kf["cal"].scale_up_size) == (4, 4)
+    assert neox["core"] == "materialized" and fa["attn"] == "flash_attn_1"
+    plain = dict(rows["kempnerforge-h200-7b-g8-tp4-fsdp2"], accelerators_per_node="")
+    assert V.prepare([plain], cat)[0][0]["cal"].accelerators_per_node == 8
