@@ -87,9 +87,9 @@ def test_batch_keeps_row_order_and_count(cli, tmp_path):
     (("--hardware", "h200-sxm", "--accelerators", "16", "--model", "llama3-8b", "--accelerators-per-node", "0"),
      "--accelerators-per-node: expected a positive integer, got '0'"),
     (("--hardware", "h200-sxm", "--accelerators", "16", "--model", "llama3-8b", "--inter-node-gbps", "-400"),
-     "--inter-node-gbps: "),
+     "--inter-node-gbps: expected a positive number, got '-400'"),
     (("--hardware", "h200-sxm", "--accelerators", "16", "--model", "llama3-8b", "--inter-node-gbps", "fast"),
-     "--inter-node-gbps: "),
+     "--inter-node-gbps: expected a positive number, got 'fast'"),
 ])
 def test_bad_options_exit_2_one_line(cli, args, needle):
     proc = cli("predict", *args, "--json")
