@@ -323,3 +323,8 @@ def test_attention_option_prices_the_kernel_a_framework_runs(cli, tmp_path):
     assert proc.returncode == 0, proc.stderr
     a, b = (json.loads(x) for x in proc.stdout.strip().splitlines())
     assert a["attention"] == "flash_attn_1" and b["attention"] == "cudnn"  # Blackwell's own: the fastest published
+    q = tmp_path / "bad.csv"
+    q.write_text("hardware,accelerators,model,attention\nh100-sxm,8,llama3-8b,\na100-80gb-sxm,8,llama3-8b,cudnn\n")
+    proc = cli("predict", "--batch", str(q), "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "row 2, column attention: unknown value 'cudnn' for a100-80gb-sxm; valid choices: flash_attn_2" in proc.stderr
