@@ -147,8 +147,7 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
         raise err("cp", f"cp {out['cp']} must divide the sequence length ({out['spec'].seq_len})")
     out["tp_comm_overlap"] = out["tp_comm_overlap"] == "true"
     if out["attention"] is not None:
-        from hwmodels.predict.calibration import calibrate
-        kernels = (*calibrate(catalog.get(out["hardware"])).attention_kernels(), MATERIALIZED)
+        kernels = tuple(k for k in _attention_choices(catalog.get(out["hardware"])) if "," not in k)
         if out["attention"] not in kernels:
             raise err("attention", f"unknown value {out['attention']!r} for {out['hardware']}; valid choices: "
                                    f"{', '.join(kernels)}")
@@ -193,9 +192,19 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
     if sc["attention"] is not None:
         out["attention"] = sc["attention"]
     else:
-        from hwmodels.predict.calibration import calibrate
-        out["attention"] = calibrate(catalog.get(sc["hardware"])).attention_kernels()[0]
+        out["attention"] = _attention_choices(catalog.get(sc["hardware"]))[0]
     return out
+
+
+def _attention_choices(node: Any) -> tuple[str, ...]:
+    """The attention implementations ``--attention`` accepts on ``node``: its published (or measured) kernel
+    curves, the node's own first, then ``materialized``. A node whose fused-attention rate is an assumption has no
+    curve to choose: its first entry says so."""
+    from hwmodels.predict.calibration import calibrate
+
+    cal = calibrate(node)
+    curves = cal.attention_kernels() if cal.attention_eff.kind != "datasheet" else ("fused, rate assumed",)
+    return (*curves, MATERIALIZED)
 
 
 def _predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[str, Any]:
