@@ -852,6 +852,14 @@ PROSPECTIVE = {"a840a7a": (
         "jaxtb-pax-h100-gpt175b-g256-fp8", "jaxtb-maxtext-h100-llama2-7b-g8", "tinyllama-a100-40gb-1.1b-g16",
         "fa2train-a100-gpt3-355m-g8", "fa2train-a100-gpt3-760m-g8", "fa2train-a100-gpt3-1.3b-g8",
         "fa2train-a100-gpt3-2.7b-g8",
+    ),
+    # set 25: torchao's float8 training table (torchtitan Llama 3 8B on 8 MI300X / B200 / H100) and Marin's
+    # Levanter speedruns on 16 TPU v5p chips, predicted in 9c547db before the sealed figures were read
+    "9c547db": (
+        "torchao-mi300x-bf16", "torchao-mi300x-fp8-tensorwise", "torchao-mi300x-fp8-rowwise-gwhp",
+        "torchao-mi300x-fp8-rowwise", "torchao-b200-bf16", "torchao-b200-fp8-tensorwise", "torchao-b200-mxfp8-cublas",
+        "torchao-b200-fp8-rowwise", "torchao-h100-bf16", "torchao-h100-fp8-tensorwise", "marin-v5p32-llama-130m",
+        "marin-v5p32-llama-300m", "marin-v5p32-llama-520m", "marin-v5p32-llama-1_2b",
     )}
 
 
@@ -859,7 +867,8 @@ PROSPECTIVE = {"a840a7a": (
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
-                               "c5bc789", "7889f0d", "9033483", "71841d4")
+                               "c5bc789", "7889f0d", "9033483", "71841d4",
+                               "9c547db")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
