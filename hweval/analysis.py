@@ -1196,6 +1196,11 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
         opts, missing = job_options(jb, tokens, cat, candidates=candidates, today=today,
                                     measured_node=mnode.id if mnode else None, throughput_noise=noise_part)
         notes.extend(job_regime_notes(jb, sorted({o.accelerators for o in opts}), sorted({o.node for o in opts})))
+        if jb.framework is None:
+            from hwmodels.predict.predictor import framework_spread_note
+            spread = framework_spread_note()
+            if spread:
+                notes.append(f"predictor: {spread}")
         rec, cheapest, fastest, sentence = recommend(jb, opts, lvl)
     else:
         rec = cheapest = fastest = None

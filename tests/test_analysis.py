@@ -424,3 +424,33 @@ def test_the_runner_up_sentence_reads_the_held_out_order_record_not_the_interval
     # no record: the intervals' overlap, as before
     old = analysis.runner_up_sentence(rec, other, 0.9, tmp_path / "missing.json")
     assert "overlaps within the 90% intervals" in old
+
+
+def test_a_job_without_a_framework_is_told_what_the_framework_spans(tmp_path):
+    """The note the report carries when job.framework is not stated: the fitted families' compute factors from the
+    validation file, the time ratio between the slowest and fastest, the families to choose from and the two band
+    ranges; none once a framework is stated, and none from a file with fewer than two fitted families."""
+    from hwmodels.predict.predictor import MIN_STATED_FAMILY_ROWS, framework_spread_note
+
+    fam = lambda eta: {"eta": eta, "comm_eff": 1.0, "overlap_cost": 0.0, "rows": MIN_STATED_FAMILY_ROWS}  # noqa: E731
+    band = lambda lo, hi: {"per_hardware": {"a": {"band_rel": lo, "n": 9}, "b": {"band_rel": hi, "n": 9},  # noqa: E731
+                                            "c": {"band_rel": 0.99, "n": 1}}}
+    f = tmp_path / "e.json"
+    f.write_text(json.dumps({"framework_efficiency": {"eta": 0.8, "per_family": {
+        "slow": fam(0.5), "fast": fam(1.1), "other": fam(2.0), "tiny": {**fam(9.0), "rows": 1}}},
+        "known_hardware_band": band(0.4, 0.5), "framework_stated_band": {"known": band(0.2, 0.3)}}))
+    note = framework_spread_note(f)
+    assert "eta 0.80" in note and "slow (eta 0.50) to fast (1.10)" in note and "2.2x as long" in note
+    assert "'other'" not in note and "tiny" not in note  # "other" is no family; one with too few rows neither
+    assert "+/-20%..30% against +/-40%..50%" in note  # a type with fewer rows than the minimum does not set the span
+    one = tmp_path / "one.json"  # (the validation file is read once per path)
+    one.write_text(json.dumps({"framework_efficiency": {"eta": 0.8, "per_family": {"slow": fam(0.5)}}}))
+    assert framework_spread_note(one) is None
+    st = Store(tmp_path / "store")
+    an = analysis.analyze(store=st, plan="quick", job={"model": "llama2-7b", "tokens": 1e10, "accelerators": [8],
+                                                       "pricing": ["on_demand"]}, candidates=[NODE])
+    assert any("framework not stated" in n for n in an.notes)
+    an2 = analysis.analyze(store=st, plan="quick", job={"model": "llama2-7b", "tokens": 1e10, "accelerators": [8],
+                                                        "pricing": ["on_demand"], "framework": "megatron"},
+                           candidates=[NODE])
+    assert not any("framework not stated" in n for n in an2.notes)

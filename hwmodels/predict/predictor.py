@@ -730,6 +730,34 @@ def framework_families(path: Path | None = None) -> tuple[str, ...]:
                         and v.get("rows", 0) >= MIN_STATED_FAMILY_ROWS and "eta" in v))
 
 
+def framework_spread_note(path: Path | None = None) -> str | None:
+    """What leaving the framework unstated costs, from the validation file: a framework-unknown prediction is priced
+    at the all-frameworks fit, while the fitted families' compute factors (``eta``) span a range, so the same job
+    runs that many times longer on the slowest family than on the fastest; and the bands a stated family carries on
+    hardware with published runs against the framework-unknown ones. None without two fitted families."""
+    e = _errors(str(path or ERROR_FILE))
+    fe = e.get("framework_efficiency") or {}
+    per = fe.get("per_family") or {}
+    fams = {f: float(per[f]["eta"]) for f in framework_families(path) if isinstance(per[f].get("eta"), (int, float))}
+    if len(fams) < 2 or not isinstance(fe.get("eta"), (int, float)):
+        return None
+    lo, hi = min(fams, key=fams.get), max(fams, key=fams.get)
+
+    def span(section: dict[str, Any]) -> str:
+        b = [v["band_rel"] for v in (section.get("per_hardware") or {}).values()
+             if isinstance(v.get("band_rel"), (int, float)) and v.get("n", 0) >= MIN_ROWS_PER_HARDWARE]
+        return f"+/-{min(b):.0%}..{max(b):.0%}" if b else ""
+    unknown, stated = span(e.get("known_hardware_band") or {}), span((e.get("framework_stated_band") or {}).get("known")
+                                                                   or {})
+    bands = (f"; on hardware with published runs its band is {stated} against {unknown} with the framework unknown"
+             if unknown and stated else "")
+    return (f"framework not stated: every row is priced at the all-frameworks fit (eta {float(fe['eta']):.2f}); the "
+            f"validation's families run from {lo} (eta {fams[lo]:.2f}) to {hi} ({fams[hi]:.2f}), so the same job "
+            f"can take {fams[hi] / fams[lo]:.1f}x as long on one framework as on another. State the framework the job "
+            f"will run (job.framework / --framework: {', '.join(sorted(fams))}) to price it with its family's "
+            f"factors{bands} ({ERROR_FILE.name})")
+
+
 def framework_choice_error(framework: Any, path: Path | None = None) -> str | None:
     """Why ``framework`` is not a family a prediction may state ("unknown family ...; valid choices: ..."), or None
     when it is one (or ``FRAMEWORK_UNKNOWN``): the one check the CLI, the plan's job and the predictor share."""
@@ -1013,7 +1041,7 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
 
 
 __all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",
-           "stated_prior_band", "OrderRecord", "order_record", "has_validation_rows",
+           "stated_prior_band", "OrderRecord", "order_record", "has_validation_rows", "framework_spread_note",
            "framework_eta", "framework_families", "framework_choice_error", "check_framework", "stack_factor",
            "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
 
