@@ -958,6 +958,8 @@ class Analysis:
     catalog_dir: str
     prices_file: str | None
     break_even: tuple[Mapping[str, Any], ...] = ()  # buy vs rent per node (hwmodels.cost.break_even_utilization)
+    #: the recommended option priced per fitted framework family (:func:`by_framework`), when the job states none
+    by_framework: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def pareto(self) -> list[JobOption]:
@@ -1007,6 +1009,7 @@ class Analysis:
                 "unavailable": [u.__dict__ for u in self.unavailable],
                 "measured_checks": [c.to_dict() for c in self.checks], "notes": list(self.notes),
                 "stale_prices": list(self.stale_prices), "validation": self.validation,
+                "by_framework": [dict(r) for r in self.by_framework],
                 "noise_warnings": list(self.measurements.noise_warnings)}
 
 
@@ -1081,6 +1084,32 @@ def recommend(job: Job, opts: Sequence[JobOption], level: float) -> tuple[JobOpt
     if others:
         txt += runner_up_sentence(rec, min(others, key=lambda x: x.cost_usd), level)
     return rec, cheapest, fastest, txt
+
+
+def by_framework(job: Job, rec: JobOption, tokens: TokenBudget, catalog: Any, *,
+                 today: date | str | None = None) -> list[dict[str, Any]]:
+    """The recommended option (its node, count and pricing mode) priced once per framework family the validation
+    fitted with published runs on the node's software stack (:func:`hwmodels.predict.predictor.families_on_stack`):
+    each with its family's factors and the band a stated family carries, through :func:`job_options` as every other
+    row. For a job that states no framework: how far its time and cost depend on the one it will run. Fastest
+    first."""
+    from dataclasses import replace
+
+    from hwmodels.predict.predictor import families_on_stack, framework_efficiency_of
+
+    out = []
+    for fam in families_on_stack(catalog.get(rec.node).software_stack or ""):
+        opts, _ = job_options(replace(job, framework=fam, accelerators=(rec.accelerators,), pricing=(rec.pricing,)),
+                              tokens, catalog, candidates=[rec.node], today=today)
+        o = next((x for x in opts if x.accelerators == rec.accelerators and x.pricing == rec.pricing), None)
+        if o is None:
+            continue
+        eta, rows = framework_efficiency_of(fam)
+        out.append({"framework": fam, "eta": eta, "published_runs": rows, "time_s": o.time_s,
+                    "time_lo_s": o.time_lo_s, "time_hi_s": o.time_hi_s, "cost_usd": o.cost_usd,
+                    "cost_lo_usd": o.cost_lo_usd, "cost_hi_usd": o.cost_hi_usd, "layout": dict(o.layout),
+                    "meets_deadline": o.meets_deadline, "within_budget": o.within_budget})
+    return sorted(out, key=lambda r: r["time_s"])
 
 
 #: The predicted gap the report's validation sentence splits the held-out order record at (a round figure,
@@ -1299,7 +1328,9 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     be = []
     for nid in dict.fromkeys(o.node for o in opts):
         be.extend(break_even_utilization(cat.get(nid)))
-    return Analysis(break_even=tuple(be), job=jb, tokens=tokens, options=tuple(opts), unavailable=tuple(missing), recommended=rec,
+    fw = by_framework(jb, rec, tokens, cat, today=today) if jb is not None and rec is not None and not jb.framework \
+        else []
+    return Analysis(break_even=tuple(be), by_framework=tuple(fw), job=jb, tokens=tokens, options=tuple(opts), unavailable=tuple(missing), recommended=rec,
                     cheapest=cheapest, fastest=fastest, recommendation=sentence, sections=sections,
                     checks=tuple(checks), measurements=m, measured_node=mnode.id if mnode else None, level=lvl,
                     notes=tuple(notes), stale_prices=stale, validation=validation,
@@ -1307,7 +1338,7 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
 
 
 __all__ = ["analyze", "Analysis", "JobOption", "IntervalPart", "PriceInfo", "Unavailable", "MeasuredCheck",
-           "Measurements", "load_measurements", "load_catalog", "job_options", "recommend", "pareto_front",
+           "Measurements", "load_measurements", "load_catalog", "job_options", "recommend", "pareto_front", "by_framework",
            "combine", "measured_checks", "roofline_section", "comms_section", "scaling_section",
            "convergence_section", "kernel_table", "workload_table", "breakdown_rows", "loss_rows",
            "resolve_measured_node", "fmt_usd", "fmt_duration", "fmt_rate", "fmt_count", "time_unit", "LEVEL"]

@@ -272,6 +272,20 @@ def render(an: A.Analysis, report_dir: str | Path, *, title: str = "hweval procu
             b.append(("html", f"<h2>Interval of the recommended option ({lvl})</h2>" + _table(parts)
                       + f"<p class='note'>Calibration of the recommended option: {_esc(an.recommended.calibration)}</p>"))
             b += chart("interval")
+        if an.by_framework:
+            r0 = an.recommended
+            fw = [{"Framework family": r["framework"], "Compute factor (eta)": f"{r['eta']:.2f}",
+                   "Published runs fitted": f"{r['published_runs']:,}",
+                   f"Time ({unit[0]})": f"{r['time_s'] / unit[1]:,.1f} ({lvl}: {r['time_lo_s'] / unit[1]:,.1f} to "
+                                        f"{r['time_hi_s'] / unit[1]:,.1f})",
+                   "Cost": f"{A.fmt_usd(r['cost_usd'])} ({A.fmt_usd(r['cost_lo_usd'])} to {A.fmt_usd(r['cost_hi_usd'])})",
+                   "Meets the deadline": "yes" if r["meets_deadline"] else "no"} for r in an.by_framework]
+            b.append(("html", f"<h2>The recommended option by framework</h2>" + _table(fw)
+                      + f"<p class='note'>The job states no framework, so every option above is priced at the "
+                        f"all-frameworks fit. Here {r0.accelerators} x {r0.node} ({A.MODE_WORDS.get(r0.pricing, r0.pricing)})"
+                        f" is priced with each framework family the validation fitted on published runs of its "
+                        f"software stack, with that family's factors and the band a stated family carries "
+                        f"(predictor_error.json). State job.framework to price every option with yours.</p>"))
         miss = [{"Node": u.node, "Accelerators": u.accelerators or "any", "Pricing": A.MODE_WORDS.get(u.pricing, "any")
                  if u.pricing else "any", "Why": u.reason} for u in an.unavailable]
         b.append(("html", "<h2>Asked for but not available</h2>" + _table(miss)))

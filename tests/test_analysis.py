@@ -454,3 +454,29 @@ def test_a_job_without_a_framework_is_told_what_the_framework_spans(tmp_path):
                                                         "pricing": ["on_demand"], "framework": "megatron"},
                            candidates=[NODE])
     assert not any("framework not stated" in n for n in an2.notes)
+
+
+def test_the_recommended_option_is_priced_per_framework_of_its_stack_when_the_job_states_none(tmp_path):
+    """by_framework: the recommended node, count and mode priced once per fitted family with published runs on the
+    node's software stack (no Neuron family on a GPU), each with its family's factor; fastest first, the fastest
+    family's factor the largest; the report shows the table; a job that states its framework gets none."""
+    from hwmodels.predict.predictor import families_on_stack, framework_efficiency_of
+
+    st = Store(tmp_path / "store")
+    job = {"model": "llama2-7b", "tokens": 1e10, "accelerators": [8], "pricing": ["on_demand"]}
+    an = analysis.analyze(store=st, plan="quick", job=job, candidates=[NODE])
+    fams = [r["framework"] for r in an.by_framework]
+    assert set(fams) == set(families_on_stack("cuda")) and "neuron" not in fams and len(fams) >= 3
+    times = [r["time_s"] for r in an.by_framework]
+    assert times == sorted(times)
+    assert an.by_framework[0]["eta"] == max(r["eta"] for r in an.by_framework)
+    for r in an.by_framework:
+        assert r["eta"] == framework_efficiency_of(r["framework"])[0]
+        assert r["time_lo_s"] < r["time_s"] < r["time_hi_s"] and r["cost_lo_usd"] < r["cost_usd"] < r["cost_hi_usd"]
+    assert an.to_dict()["by_framework"][0]["framework"] == fams[0]
+    from hweval.report import render
+    html = render(an, tmp_path / "report").html.read_text()
+    assert "The recommended option by framework" in html and fams[-1] in html
+    stated = analysis.analyze(store=st, plan="quick", job={**job, "framework": "megatron"}, candidates=[NODE])
+    assert stated.by_framework == ()
+    assert families_on_stack("neuron") == ("neuron",) and families_on_stack("no-such-stack") == ()

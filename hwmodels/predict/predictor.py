@@ -730,6 +730,26 @@ def framework_families(path: Path | None = None) -> tuple[str, ...]:
                         and v.get("rows", 0) >= MIN_STATED_FAMILY_ROWS and "eta" in v))
 
 
+def framework_efficiency_of(framework: str, path: Path | None = None) -> tuple[float | None, int]:
+    """(compute factor ``eta``, published runs it was fitted on) of a framework family in the validation file;
+    (None, 0) when the file has no such family."""
+    fam = ((_errors(str(path or ERROR_FILE)).get("framework_efficiency") or {}).get("per_family") or {}).get(framework)
+    if not isinstance(fam, dict) or not isinstance(fam.get("eta"), (int, float)):
+        return None, 0
+    return float(fam["eta"]), int(fam.get("rows", 0) or 0)
+
+
+def families_on_stack(stack: str, path: Path | None = None) -> tuple[str, ...]:
+    """The fitted framework families (:func:`framework_families`) with published runs on hardware of vendor software
+    stack ``stack`` (the validation's ``software_stack_factor`` per stack), most runs first: the frameworks a job on
+    that stack can be priced with (no Neuron SDK family on a GPU, no Megatron on a TPU); () for a stack without
+    runs."""
+    per = (((_errors(str(path or ERROR_FILE)).get("software_stack_factor") or {}).get("per_stack") or {})
+           .get(stack) or {}).get("families") or {}
+    fitted = set(framework_families(path))
+    return tuple(f for f, _ in sorted(per.items(), key=lambda kv: -kv[1]) if f in fitted)
+
+
 def framework_spread_note(path: Path | None = None) -> str | None:
     """What leaving the framework unstated costs, from the validation file: a framework-unknown prediction is priced
     at the all-frameworks fit, while the fitted families' compute factors (``eta``) span a range, so the same job
@@ -1041,7 +1061,8 @@ def generic_step_time(spec: GenericSpec, cal: Calibration, *, batch: int, precis
 
 
 __all__ = ["StepTimes", "step_times", "Prediction", "make_prediction", "cost_usd", "held_out_error", "predict_workload",
-           "stated_prior_band", "OrderRecord", "order_record", "has_validation_rows", "framework_spread_note",
+           "stated_prior_band", "OrderRecord", "order_record", "has_validation_rows", "framework_spread_note", "framework_efficiency_of",
+           "families_on_stack",
            "framework_eta", "framework_families", "framework_choice_error", "check_framework", "stack_factor",
            "generic_step_time", "host_bound_overhead", "ERROR_FILE"]
 
