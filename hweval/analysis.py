@@ -996,6 +996,13 @@ class Analysis:
                          f"{o.price.as_of + ('*' if o.price.stale else ''):>12}")
         if self.stale_prices:
             lines.append("* price older than 12 months")
+        if self.by_framework and self.recommended is not None:
+            r0 = self.recommended
+            lines += ["", f"{r0.label} by framework family (the job states none; each with its family's factors and "
+                          f"band):"]
+            lines += [f"  {r['framework']:<16} eta {r['eta']:.2f}  {r['time_s'] / unit[1]:>9,.1f} {unit[0]}  "
+                      f"{fmt_usd(r['cost_usd']):>10} ({fmt_usd(r['cost_lo_usd'])} to {fmt_usd(r['cost_hi_usd'])})"
+                      for r in self.by_framework]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -474,6 +474,7 @@ def test_the_recommended_option_is_priced_per_framework_of_its_stack_when_the_jo
         assert r["eta"] == framework_efficiency_of(r["framework"])[0]
         assert r["time_lo_s"] < r["time_s"] < r["time_hi_s"] and r["cost_lo_usd"] < r["cost_usd"] < r["cost_hi_usd"]
     assert an.to_dict()["by_framework"][0]["framework"] == fams[0]
+    assert "by framework family" in an.summary() and f"  {fams[0]} " in an.summary()
     from hweval.report import render
     html = render(an, tmp_path / "report").html.read_text()
     assert "The recommended option by framework" in html and fams[-1] in html
