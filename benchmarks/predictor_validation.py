@@ -78,17 +78,21 @@ BASELINE_MFU = 0.35
 #: within 4-10% of each other, causal head dim 128).
 #: flash-attention's own training table (training/README.md, results added 2022-11-29, before FlashAttention-2 of
 #: 2023-07) ran FlashAttention v1 (set 24, fixed before its figures were read).
+#: Pythia (arXiv:2304.01373): GPT-NeoX's ``flash`` of early 2023, FlashAttention v1 (set 26, fixed before reading).
 ATTENTION_BY_SOURCE = (("llm-foundry/blob/main/scripts/train/benchmarking", ("flash_attn_triton", "flash_attn_1")),
-                       ("flash-attention/blob/4a6eaa9f27df6fff7ffb2c24e894938a687dd870/training", ("flash_attn_1",)))
+                       ("flash-attention/blob/4a6eaa9f27df6fff7ffb2c24e894938a687dd870/training", ("flash_attn_1",)),
+                       ("arXiv:2304.01373", ("flash_attn_1",)))
 #: Sources whose runs materialized the attention scores (score GEMMs, a fused scale-mask-softmax kernel over
 #: ``b a s^2`` elements): they predate FlashAttention (Dao et al., arXiv:2205.14135, 2022-05-27). Narayanan et al.
 #: 2021 (arXiv:2104.04473, Tables 1-2, Megatron-LM and its ZeRO-3 comparison, 2021-04); Korthikanti et al. 2022
 #: (arXiv:2205.05198, 2022-05-10), whose selective recomputation is defined as recomputing the stored QK^T,
 #: softmax and attention-dropout activations (its section 4.2 and the 5as/h term of its eq. 1); BLOOM-176B
 #: (Megatron-DeepSpeed fork, training started 2022-03-11, its chronicles' throughput entry 2022-03-18).
-#: GPT-NeoX-20B (arXiv:2204.06745; trained with Megatron's fused softmax before FlashAttention was released).
+#: GPT-NeoX-20B (arXiv:2204.06745; trained with Megatron's fused softmax before FlashAttention was released); set
+#: 26's MT-NLG 530B (arXiv:2201.11990), GLM-130B (arXiv:2210.02414) and BloombergGPT (arXiv:2303.17564, a Megatron-
+#: style masked softmax), fixed before their figures were read.
 MATERIALIZED_ATTENTION_SOURCES = ("arXiv:2104.04473", "arXiv:2205.05198", "bigscience-workshop/bigscience",
-                                  "arXiv:2204.06745")
+                                  "arXiv:2204.06745", "arXiv:2201.11990", "arXiv:2210.02414", "arXiv:2303.17564")
 #: Sources whose pipeline-parallel runs reduced data-parallel gradients after the backward pass, not under it
 #: (Layout dp_comm_overlap off). Megatron-LM 2021-2022: train_step calls forward_backward_func, then the
 #: all-reduce (megatron/training.py at 6fd78189 2021-04-03 lines 372-380: model_module.allreduce_gradients(); at
@@ -860,6 +864,13 @@ PROSPECTIVE = {"a840a7a": (
         "torchao-mi300x-fp8-rowwise", "torchao-b200-bf16", "torchao-b200-fp8-tensorwise", "torchao-b200-mxfp8-cublas",
         "torchao-b200-fp8-rowwise", "torchao-h100-bf16", "torchao-h100-fp8-tensorwise", "marin-v5p32-llama-130m",
         "marin-v5p32-llama-300m", "marin-v5p32-llama-520m", "marin-v5p32-llama-1_2b",
+    ),
+    # set 26: MT-NLG 530B, LLaMA-65B, GLM-130B, BloombergGPT and Pythia on A100 from their papers, predicted in 704726f
+    "704726f": (
+        "mtnlg-530b-a100-g2240", "mtnlg-530b-a100-g2800", "mtnlg-530b-a100-g3360", "llama1-65b-a100-g2048",
+        "glm-130b-a100-40gb-g768", "bloomberggpt-50b-a100-40gb-g512", "pythia-1b-a100-40gb-g64",
+        "pythia-1.4b-a100-40gb-g64", "pythia-2.8b-a100-40gb-g64", "pythia-6.9b-a100-40gb-g128",
+        "pythia-12b-a100-40gb-g256",
     )}
 
 
@@ -868,7 +879,7 @@ PROSPECTIVE = {"a840a7a": (
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
-                               "9c547db")
+                               "9c547db", "704726f")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
