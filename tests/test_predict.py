@@ -1162,8 +1162,11 @@ def test_search_recomputes_only_the_share_of_layers_memory_needs(cat):
     best = res.best.layout
     assert res.best.fits and best.recompute == "full" and 0 < best.recompute_layers < 1
     assert all(p.fits for p in (res.best, *res.runners_up))
+    # compared at the same factors (the search's prediction also carries the validation's framework and stack
+    # factors, which move with the published rows): recomputing the share is faster than recomputing every layer
+    share = step_times(s, cal, best, global_batch=16)
     all_layers = step_times(s, cal, replace(best, recompute_layers=1.0), global_batch=16)
-    assert res.best.step_time_s < all_layers.total
+    assert share.total < all_layers.total and share.memory.fits
     # the user's explicit choice is honoured: every layer
     fixed = search(s, cal, hardware="h100-sxm", accelerators=8, global_batch=16, micro_batch=2,
                    sharding="full_shard", tp=1, pp=1, recompute="full", top=1)
