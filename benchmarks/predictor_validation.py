@@ -1223,37 +1223,34 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
     test. A set whose predictions were also committed with the framework family stated has bands keyed (set,
     hardware, family): those rows are counted again, apart, against that band with their per-family error (the
     family's factors, no stack factor: what ``--framework`` prices), as ``framework_stated``."""
-    sets, inside_all, n_all = {}, 0, 0
-    stated = {"n": 0, "inside": 0, "sets": {}}
+    sets, stated_sets = {}, {}
     for since, pr in prospective.items():
-        misses, inside = [], 0
-        st_n, st_in, st_miss = 0, 0, []
+        unknown, stated = [], []  # (row, error, band) as scored framework unknown / with the family stated
         for rid, e in pr["rows"].items():
             key = (since, hw_of[rid])
             if key not in bands:
                 raise ValueError(f"{BANDS.name}: no band for set {since!r} and hardware {hw_of[rid]!r} "
                                  f"(row {rid}); add that set's bands from its commit's predictor_error.json")
-            rel, err = bands[key], e[pr.get("scored_with", "framework_unknown")]
-            if abs(math.log1p(err)) <= math.log1p(rel):
-                inside += 1
-            else:
-                misses.append({"row": rid, "error": err, "band_rel": rel})
+            unknown.append((rid, e[pr.get("scored_with", "framework_unknown")], bands[key]))
             skey = (*key, fam_of.get(rid, "")) if fam_of else None
             if skey in bands:
-                st_n += 1
-                if abs(math.log1p(e["per_family"])) <= math.log1p(bands[skey]):
-                    st_in += 1
-                else:
-                    st_miss.append({"row": rid, "error": e["per_family"], "band_rel": bands[skey]})
-        sets[since] = {"n": len(pr["rows"]), "inside": inside, "misses": misses}
-        inside_all += inside
-        n_all += len(pr["rows"])
-        if st_n:
-            stated["sets"][since] = {"n": st_n, "inside": st_in, "misses": st_miss}
-            stated["n"] += st_n
-            stated["inside"] += st_in
+                stated.append((rid, e["per_family"], bands[skey]))
+        sets[since] = _inside_tally(unknown)
+        if stated:
+            stated_sets[since] = _inside_tally(stated)
+    n_all, inside_all = sum(v["n"] for v in sets.values()), sum(v["inside"] for v in sets.values())
     return {"level": level, "n": n_all, "inside": inside_all, "share": inside_all / n_all if n_all else None,
-            "sets": sets, "framework_stated": stated, "method": method_of(prospective_coverage)}
+            "sets": sets, "framework_stated": {"n": sum(v["n"] for v in stated_sets.values()),
+                                               "inside": sum(v["inside"] for v in stated_sets.values()),
+                                               "sets": stated_sets},
+            "method": method_of(prospective_coverage)}
+
+
+def _inside_tally(scored: list[tuple[str, float, float]]) -> dict:
+    """``{n, inside, misses}`` of (row, error, band_rel) triples: a row is inside when |log(1 + error)| <=
+    log(1 + band_rel), the band applied as the predictor applies it."""
+    misses = [{"row": r, "error": e, "band_rel": b} for r, e, b in scored if abs(math.log1p(e)) > math.log1p(b)]
+    return {"n": len(scored), "inside": len(scored) - len(misses), "misses": misses}
 
 
 #: Columns of training_runs.csv a prediction is made from: two rows equal on these are one input to the predictor.
@@ -1292,27 +1289,32 @@ def published_spread(preds: list[dict]) -> dict:
             "pairs": pairs, "floor": pairs[0]["floor"] if pairs else 0.0}
 
 
-def ranking(preds: list[dict], pred_tps: np.ndarray) -> dict:
+def hardware_pairs(preds: list[dict]):
+    """Index pairs (i, j) of rows on two different hardware types at the same model, sequence, precision,
+    accelerator count and global batch: the pairs a ranking is scored on."""
     by = defaultdict(list)
     for i, p in enumerate(preds):
-        key = (p["row"]["model"], p["spec"].seq_len, p["row"]["precision"], p["n"], p["gb"])
-        by[key].append(i)
-    pairs = correct = 0
-    wrong = []
-    for key, idx in by.items():
+        by[(p["row"]["model"], p["spec"].seq_len, p["row"]["precision"], p["n"], p["gb"])].append(i)
+    for idx in by.values():
         for a in range(len(idx)):
             for b in range(a + 1, len(idx)):
                 i, j = idx[a], idx[b]
-                if preds[i]["hw"] == preds[j]["hw"]:
-                    continue
-                ti, tj = preds[i]["target"], preds[j]["target"]
-                if abs(ti / tj - 1) < 0.02:
-                    continue  # a tie in the published figures: no order to get right
-                pairs += 1
-                ok = (pred_tps[i] > pred_tps[j]) == (ti > tj)
-                correct += ok
-                if not ok:
-                    wrong.append(f"{preds[i]['id']} vs {preds[j]['id']}")
+                if preds[i]["hw"] != preds[j]["hw"]:
+                    yield i, j
+
+
+def ranking(preds: list[dict], pred_tps: np.ndarray) -> dict:
+    pairs = correct = 0
+    wrong = []
+    for i, j in hardware_pairs(preds):
+        ti, tj = preds[i]["target"], preds[j]["target"]
+        if abs(ti / tj - 1) < 0.02:
+            continue  # a tie in the published figures: no order to get right
+        pairs += 1
+        ok = (pred_tps[i] > pred_tps[j]) == (ti > tj)
+        correct += ok
+        if not ok:
+            wrong.append(f"{preds[i]['id']} vs {preds[j]['id']}")
     return {"pairs": pairs, "correct": correct, "wrong": wrong}
 
 
@@ -1327,22 +1329,14 @@ def ranking_reliability(preds: list[dict], pred_tps: np.ndarray) -> dict:
     (all pairs), and per predicted-gap bin how many pairs were ordered right (published ties within 2% left out,
     as in :func:`ranking`). What a comparison between two options needs: the shared parts of their intervals (the
     model, the token budget) cancel in it, and the predictor's errors on two types are not independent."""
-    by = defaultdict(list)
-    for i, p in enumerate(preds):
-        by[(p["row"]["model"], p["spec"].seq_len, p["row"]["precision"], p["n"], p["gb"])].append(i)
     ratio_err, gaps, right, tie = [], [], [], []
-    for idx in by.values():
-        for a in range(len(idx)):
-            for b in range(a + 1, len(idx)):
-                i, j = idx[a], idx[b]
-                if preds[i]["hw"] == preds[j]["hw"]:
-                    continue
-                t = math.log(preds[i]["target"] / preds[j]["target"])
-                q = math.log(pred_tps[i] / pred_tps[j])
-                ratio_err.append(abs(q - t))
-                gaps.append(abs(q))
-                tie.append(abs(t) < math.log(1.02))
-                right.append((q > 0) == (t > 0))
+    for i, j in hardware_pairs(preds):
+        t = math.log(preds[i]["target"] / preds[j]["target"])
+        q = math.log(pred_tps[i] / pred_tps[j])
+        ratio_err.append(abs(q - t))
+        gaps.append(abs(q))
+        tie.append(abs(t) < math.log(1.02))
+        right.append((q > 0) == (t > 0))
     ratio_err, gaps = np.array(ratio_err), np.array(gaps)
     right, tie = np.array(right, dtype=bool), np.array(tie, dtype=bool)
     bins = []
