@@ -40,6 +40,8 @@ LAYOUTS = ("auto", "fixed")
 MODES = ("on_demand", "reserved", "reserved_3y", "spot", "on_prem")
 BOOLS = ("true", "false")
 MATERIALIZED = "materialized"
+#: the JSON's ``attention`` on a node with no published attention curve: its fused-attention rate is assumed
+ASSUMED_ATTENTION = "fused, rate assumed"
 #: the issue's interface, then two optional columns added with context parallelism: ``cp`` (context-parallel
 #: degree: each sequence split over cp ranks; searched when absent) and ``tp_comm_overlap`` (TP collectives
 #: pipelined with the GEMMs, as Transformer Engine userbuffers / async TP do; default false), and later
@@ -147,7 +149,7 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
         raise err("cp", f"cp {out['cp']} must divide the sequence length ({out['spec'].seq_len})")
     out["tp_comm_overlap"] = out["tp_comm_overlap"] == "true"
     if out["attention"] is not None:
-        kernels = tuple(k for k in _attention_choices(catalog.get(out["hardware"])) if "," not in k)
+        kernels = (*_attention_curves(catalog.get(out["hardware"])), MATERIALIZED)
         if out["attention"] not in kernels:
             raise err("attention", f"unknown value {out['attention']!r} for {out['hardware']}; valid choices: "
                                    f"{', '.join(kernels)}")
@@ -192,19 +194,17 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
     if sc["attention"] is not None:
         out["attention"] = sc["attention"]
     else:
-        out["attention"] = _attention_choices(catalog.get(sc["hardware"]))[0]
+        out["attention"] = (*_attention_curves(catalog.get(sc["hardware"])), ASSUMED_ATTENTION)[0]
     return out
 
 
-def _attention_choices(node: Any) -> tuple[str, ...]:
-    """The attention implementations ``--attention`` accepts on ``node``: its published (or measured) kernel
-    curves, the node's own first, then ``materialized``. A node whose fused-attention rate is an assumption has no
-    curve to choose: its first entry says so."""
+def _attention_curves(node: Any) -> tuple[str, ...]:
+    """The published attention kernel curves ``--attention`` can name on ``node``, the node's own first; () where
+    its fused-attention rate is an assumption (no curve to choose). ``materialized`` is always a choice besides."""
     from hwmodels.predict.calibration import calibrate
 
     cal = calibrate(node)
-    curves = cal.attention_kernels() if cal.attention_eff.kind != "datasheet" else ("fused, rate assumed",)
-    return (*curves, MATERIALIZED)
+    return cal.attention_kernels() if cal.attention_eff.kind != "datasheet" else ()
 
 
 def _predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[str, Any]:

@@ -757,8 +757,7 @@ def framework_spread_note(path: Path | None = None) -> str | None:
     hardware with published runs against the framework-unknown ones. None without two fitted families."""
     e = _errors(str(path or ERROR_FILE))
     fe = e.get("framework_efficiency") or {}
-    per = fe.get("per_family") or {}
-    fams = {f: float(per[f]["eta"]) for f in framework_families(path) if isinstance(per[f].get("eta"), (int, float))}
+    fams = {f: eta for f in framework_families(path) if (eta := framework_efficiency_of(f, path)[0]) is not None}
     if len(fams) < 2 or not isinstance(fe.get("eta"), (int, float)):
         return None
     lo, hi = min(fams, key=fams.get), max(fams, key=fams.get)
