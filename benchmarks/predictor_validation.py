@@ -1303,12 +1303,22 @@ def hardware_pairs(preds: list[dict]):
                     yield i, j
 
 
+#: Two published figures within this factor of each other are a tie: no order to get right (the ranking and its
+#: order record both leave such pairs out, by :func:`published_tie`).
+PUBLISHED_TIE = 1.02
+
+
+def published_tie(ti: float, tj: float) -> bool:
+    """Whether two published throughputs are a tie: their ratio, either way round, is below ``PUBLISHED_TIE``."""
+    return abs(math.log(ti / tj)) < math.log(PUBLISHED_TIE)
+
+
 def ranking(preds: list[dict], pred_tps: np.ndarray) -> dict:
     pairs = correct = 0
     wrong = []
     for i, j in hardware_pairs(preds):
         ti, tj = preds[i]["target"], preds[j]["target"]
-        if abs(ti / tj - 1) < 0.02:
+        if published_tie(ti, tj):
             continue  # a tie in the published figures: no order to get right
         pairs += 1
         ok = (pred_tps[i] > pred_tps[j]) == (ti > tj)
@@ -1326,8 +1336,8 @@ GAP_BINS = (0.0, 0.05, 0.10, 0.20, 0.35)
 def ranking_reliability(preds: list[dict], pred_tps: np.ndarray) -> dict:
     """Over the pairs :func:`ranking` scores (two hardware types at the same model, sequence, precision, count and
     global batch): the error of the predicted throughput ratio, ``|log(pred_i / pred_j) - log(pub_i / pub_j)|``
-    (all pairs), and per predicted-gap bin how many pairs were ordered right (published ties within 2% left out,
-    as in :func:`ranking`). What a comparison between two options needs: the shared parts of their intervals (the
+    (all pairs), and per predicted-gap bin how many pairs were ordered right (published ties left out by
+    :func:`published_tie`, as in :func:`ranking`). What a comparison between two options needs: the shared parts of their intervals (the
     model, the token budget) cancel in it, and the predictor's errors on two types are not independent."""
     ratio_err, gaps, right, tie = [], [], [], []
     for i, j in hardware_pairs(preds):
@@ -1335,7 +1345,7 @@ def ranking_reliability(preds: list[dict], pred_tps: np.ndarray) -> dict:
         q = math.log(pred_tps[i] / pred_tps[j])
         ratio_err.append(abs(q - t))
         gaps.append(abs(q))
-        tie.append(abs(t) < math.log(1.02))
+        tie.append(published_tie(preds[i]["target"], preds[j]["target"]))
         right.append((q > 0) == (t > 0))
     ratio_err, gaps = np.array(ratio_err), np.array(gaps)
     right, tie = np.array(right, dtype=bool), np.array(tie, dtype=bool)

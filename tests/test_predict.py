@@ -1974,7 +1974,8 @@ def _pair_preds(targets_and_preds):
 
     preds, tps = [], []
     for hw, model, pub, pred in targets_and_preds:
-        preds.append({"hw": hw, "target": pub, "n": 8, "gb": 64, "row": {"model": model, "precision": "bf16"},
+        preds.append({"id": f"{hw}-{model}", "hw": hw, "target": pub, "n": 8, "gb": 64,
+                      "row": {"model": model, "precision": "bf16"},
                       "spec": SimpleNamespace(seq_len=4096)})
         tps.append(pred)
     return preds, np.array(tps, dtype=float)
@@ -2004,6 +2005,25 @@ def test_ranking_reliability_bins_pairs_by_predicted_gap_and_scores_their_order(
     assert r["ratio_error"]["q50"] == pytest.approx(math.expm1(np.quantile(errs, 0.5)))
     assert max(errs) == pytest.approx(math.log(100 / 90) - math.log(100 / 150))  # a-c: 11% one way, 50% the other
     assert sorted(errs)[1] == pytest.approx(math.log(150 / 101))  # the tie, predicted 50% apart, counts here
+
+
+def test_ranking_and_its_order_record_leave_out_the_same_published_ties():
+    """One tie rule for both: a published ratio of 1.019 either way round is a tie, 1.021 is not; the ranking's pair
+    count and the order record's (pairs less ties) agree at the edge (the ranking once used |r - 1| < 2%, the
+    record |log r| < log 1.02, which differ for r in (0.980, 0.9804))."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    assert V.published_tie(101.9, 100.0) and V.published_tie(100.0, 101.9)
+    assert not V.published_tie(102.1, 100.0) and not V.published_tie(100.0, 102.1)
+    # 98.03 is 1.97% below 100 (a tie by |r - 1|) but 100 / 98.03 = 1.0201 (not one by the ratio either way round)
+    assert V.published_tie(98.1, 100.0) and not V.published_tie(98.03, 100.0)
+    preds, tps = _pair_preds([
+        ("a", "m1", 100.0, 100.0), ("b", "m1", 98.1, 120.0),    # a tie: left out of both
+        ("a", "m2", 100.0, 100.0), ("b", "m2", 98.03, 120.0),   # the old rules' sliver: scored by both
+    ])
+    r, rel = V.ranking(preds, tps), V.ranking_reliability(preds, tps)
+    assert r["pairs"] == sum(b["pairs"] for b in rel["bins"]) == rel["pairs"] - rel["ties_left_out"] == 1
+    assert r["correct"] == 0 and r["wrong"] == ["a-m2 vs b-m2"]
 
 
 def test_order_record_reads_the_bin_of_the_gap_and_the_scoring_of_the_pair(tmp_path):
