@@ -1924,6 +1924,39 @@ def test_a_searched_best_matmul_shape_keeps_its_k_falloff(cat, tmp_path):
     assert got["timeit_mean"] > got["best_shape_mean"]
 
 
+def test_fp8_without_its_own_figure_takes_the_published_fp8_over_bf16_median(cat, tmp_path):
+    """A node with a bf16 matmul ceiling but no fp8 one gets fp8 = (median over the catalog nodes whose own published
+    rows give both ceilings of fp8 fraction / bf16 fraction) x its bf16 fraction, with half the ratios' range added
+    to its sigma and the nodes named in its source; with fewer than MIN_RATIO_NODES such nodes, the labelled
+    assumption of FROM_BF16_CEILING."""
+    from hwmodels.predict.calibration import FROM_BF16_CEILING, MIN_RATIO_NODES, narrow_over_bf16
+
+    head = "node_id,quantity,value,unit,condition,framework,source,source_detail,as_of\n"
+    row = "{n},matmul_tflops,{v},TFLOP/s,dtype={dt};statistic=peak_mean,f,s,d,2026-01-01\n"
+    fracs = {"h100-sxm": (0.80, 0.72), "b200": (0.70, 0.70), "gb200-nvl72": (0.75, 0.60)}  # ratios 0.9, 1.0, 0.8
+    body = "".join(row.format(n=n, v=f * cat.get(n).peaks[dt].dense_flops_per_s / 1e12, dt=dt)
+                   for n, fs in fracs.items() for dt, f in zip(("bf16", "fp8"), fs))
+    body += row.format(n="mi300x", v=0.5 * cat.get("mi300x").peaks["bf16"].dense_flops_per_s / 1e12, dt="bf16")
+    path = tmp_path / "pub.csv"
+    path.write_text(head + body)
+    f, extra, how = narrow_over_bf16("fp8", path, cat)
+    assert len(fracs) >= MIN_RATIO_NODES
+    assert f == pytest.approx(0.9) and extra == pytest.approx((1.0 - 0.8) / 2 / 0.9)
+    assert "3 nodes" in how and "b200 1.00" in how and "mi300x" not in how
+    mi = calibrate(cat.get("mi300x"), published_csv=path)
+    assert mi.matmul_eff_max["bf16"].value == pytest.approx(0.5)
+    assert mi.matmul_eff_max["fp8"].value == pytest.approx(0.45)
+    assert "fp8 = 0.90 x the bf16 fraction" in mi.matmul_eff_max["fp8"].source
+    assert mi.matmul_eff_max["fp8"].rel_sigma == pytest.approx(mi.matmul_eff_max["bf16"].rel_sigma + extra)
+    # a node's own fp8 figure is kept as it is
+    assert calibrate(cat.get("b200"), published_csv=path).matmul_eff_max["fp8"].value == pytest.approx(0.70)
+    # two nodes with both: the assumption stands, said so
+    two = tmp_path / "two.csv"
+    two.write_text(head + "".join(line for line in body.splitlines(keepends=True) if not line.startswith("gb200")))
+    f2, extra2, how2 = narrow_over_bf16("fp8", two, cat)
+    assert (f2, extra2) == FROM_BF16_CEILING["fp8"] and how2.startswith("assumption")
+
+
 def test_pipeline_hops_are_priced_by_where_the_neighbouring_stage_sits():
     """Megatron's rank order puts pipeline neighbours tp x cp x dp ranks apart: on an NVL72 domain four TP 4 x DP 4
     stages share one rack and only the hops between racks cross the network; the slowest stage (one at a rack's

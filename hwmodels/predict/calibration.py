@@ -78,9 +78,11 @@ from hwmodels.nccl_tests import parse_text as parse_nccl_text
 
 SOURCE_KINDS = ("measured", "imported", "published", "datasheet")
 #: a GEMM type without a measured or published ceiling of its own, derived from the bf16 one: (fraction of the bf16
-#: ceiling's share of peak, added relative sigma). fp16 runs on the bf16 units; fp8 GEMMs reach a lower fraction of
-#: their doubled peak (TransformerEngine reports ~1.3-1.6x over bf16 end to end, not 2x): 0.85, labelled; fp4 the
-#: same assumption (no published fp4 training-GEMM ceiling was found), with twice fp8's added uncertainty
+#: ceiling's share of peak, added relative sigma). fp16 runs on the bf16 units. fp8 and fp4 take the median ratio of
+#: the nodes that publish both ceilings (:func:`narrow_over_bf16`: fp8 0.99 over 7 nodes, 2026-12-07); these
+#: figures are the labelled fallback where fewer than MIN_RATIO_NODES do (fp4: no node publishes an fp4 ceiling),
+#: 0.85 with twice fp8's added uncertainty for fp4. (The fp8 fallback, 0.85, was read from TransformerEngine's
+#: ~1.3-1.6x end-to-end gains, which count the casts and the 16-bit work the op model prices apart.)
 FROM_BF16_CEILING = {"fp16": (1.0, 0.0), "fp8": (0.85, 0.1), "fp4": (0.85, 0.2)}
 LEVELS = ("intra", "inter")
 K_HALF = 64.0  # see module docstring (16-bit inputs; fp8 scales it by the peak ratio, :func:`k_half`)
@@ -597,6 +599,80 @@ def _cond(text: str) -> dict[str, str]:
     return out
 
 
+def _published_matmul_eff(node: Any, pub: list[dict[str, str]]) -> dict[str, Rate]:
+    """Per dtype, the best published matmul figure of ``pub`` as a fraction of ``node``'s datasheet peak, with the
+    tile model's shape terms undone (the large-square ceiling)."""
+    peak = {d: p.dense_flops_per_s for d, p in node.peaks.items()}
+    out: dict[str, Rate] = {}
+    for r in pub:
+        if r.get("quantity") in MATMUL_QUANTITIES:
+            c = _cond(r.get("condition", ""))
+            dt = c.get("dtype", "bf16")
+            if dt not in peak:
+                continue
+            v = float(r["value"]) * 1e12 / peak[dt]
+            m, n, k = (int(float(c.get(x, 0) or 0)) for x in "mnk")
+            if m and n and k:  # the shape terms of the tile model are undone: eff_max is the ceiling
+                # a brute-force search's best shape keeps its K falloff: the search tried larger K and found this
+                # one fastest, so the K term cost it nothing there (only the tile/wave terms are undone)
+                kh = 0.0 if c.get("statistic") == "best_shape_mean" else k_half(peak, dt)
+                v = v / max(_gemm_eff(_units(node), 1.0, m, n, k, kh), 1e-3)
+            if dt not in out or v > out[dt].value:
+                out[dt] = Rate(value=min(v, 1.0), kind="published", rel_sigma=0.05,
+                               source=f"{r.get('source', '')}; {r.get('condition', '')} ({r.get('as_of', '')}; "
+                                      "data/calibration/published.csv)")
+    return out
+
+
+#: Nodes with both published ceilings a derived ratio needs (:func:`narrow_over_bf16`); with fewer, the labelled
+#: assumption of FROM_BF16_CEILING stands.
+MIN_RATIO_NODES = 3
+
+
+def narrow_over_bf16(dtype: str, published_csv: Path | None = None, catalog: Any = None) -> tuple[float, float, str]:
+    """(factor, added relative sigma, how) that turns a node's bf16 matmul fraction of peak into ``dtype``'s when
+    the node has no ``dtype`` figure of its own: the median, over the catalog nodes whose own published rows give
+    both ceilings (MIN_RATIO_NODES or more), of (``dtype`` fraction / bf16 fraction), with half their range as the
+    added sigma; else FROM_BF16_CEILING's labelled assumption."""
+    f, extra = FROM_BF16_CEILING[dtype]
+    if f == 1.0:
+        return f, extra, "the same units"
+    if catalog is None:
+        from hwmodels.catalog import default_catalog
+
+        catalog = default_catalog()
+    key = str(published_csv or DATA_DIR / "calibration" / "published.csv")
+    ratios = _narrow_ratios(dtype, key, [catalog.get(nid) for nid in sorted(catalog.ids())])
+    if len(ratios) < MIN_RATIO_NODES:
+        return f, extra, "assumption: fewer than 3 nodes publish both ceilings"
+    vals = sorted(r for _, r in ratios)
+    med = float(vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2)
+    spread = (vals[-1] - vals[0]) / 2 / med
+    listed = ", ".join(f"{n} {r:.2f}" for n, r in ratios)
+    return med, spread, (f"the median of {dtype}/bf16 published ceilings as fractions of their peaks over "
+                         f"{len(ratios)} nodes: {listed}; data/calibration/published.csv")
+
+
+_RATIO_CACHE: dict[tuple, tuple[tuple[str, float], ...]] = {}
+
+
+def _narrow_ratios(dtype: str, path: str, nodes: list[Any]) -> tuple[tuple[str, float], ...]:
+    """(node id, ``dtype`` fraction / bf16 fraction) for each of ``nodes`` whose own published rows give both;
+    cached per dtype, file and the nodes' ids, kinds and peaks."""
+    key = (dtype, path, tuple((n.id, n.kind, tuple(sorted((d, p.dense_flops_per_s) for d, p in n.peaks.items())))
+                              for n in nodes))
+    if key not in _RATIO_CACHE:
+        out = []
+        for node in nodes:
+            if node.kind == "cpu" or dtype not in node.peaks or "bf16" not in node.peaks:
+                continue
+            eff = _published_matmul_eff(node, _published_rows(node.id, Path(path)))
+            if dtype in eff and "bf16" in eff:
+                out.append((node.id, eff[dtype].value / eff["bf16"].value))
+        _RATIO_CACHE[key] = tuple(out)
+    return _RATIO_CACHE[key]
+
+
 def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: Path | None = None,
               use_published: bool = True, catalog: Any = None) -> Calibration:
     """The calibration of one catalog node: (a)/(b) ``points`` > (c) published (with the same-die sibling's
@@ -628,25 +704,7 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
             if prev is None or v > prev.value:
                 eff[dt] = Rate(value=min(v, 1.0), kind=p.origin, rel_sigma=0.05,
                                source=f"best gemm record ({m}x{n}x{k} {dt}) {p.where}".strip())
-    pub_eff: dict[str, Rate] = {}
-    for r in pub:
-        if r.get("quantity") in MATMUL_QUANTITIES:
-            c = _cond(r.get("condition", ""))
-            dt = c.get("dtype", "bf16")
-            if dt not in peak:
-                continue
-            v = float(r["value"]) * 1e12 / peak[dt]
-            m, n, k = (int(float(c.get(x, 0) or 0)) for x in "mnk")
-            if m and n and k:  # the shape terms of the tile model are undone: eff_max is the ceiling
-                # a brute-force search's best shape keeps its K falloff: the search tried larger K and found this
-                # one fastest, so the K term cost it nothing there (only the tile/wave terms are undone)
-                kh = 0.0 if c.get("statistic") == "best_shape_mean" else k_half(peak, dt)
-                v = v / max(_gemm_eff(_units(node), 1.0, m, n, k, kh), 1e-3)
-            if dt not in pub_eff or v > pub_eff[dt].value:
-                pub_eff[dt] = Rate(value=min(v, 1.0), kind="published", rel_sigma=0.05,
-                                   source=f"{r.get('source', '')}; {r.get('condition', '')} ({r.get('as_of', '')}; "
-                                          "data/calibration/published.csv)")
-    for dt, rate in pub_eff.items():
+    for dt, rate in _published_matmul_eff(node, pub).items():
         eff.setdefault(dt, rate)
     mm_table = _table_figure(PUBLISHED_MATMUL_TFLOPS, node, sib) if use_published else None
     if mm_table is not None and "bf16" not in eff and "bf16" in peak and "bf16" in mm_table[0].peaks:
@@ -657,10 +715,10 @@ def calibrate(node: Any, points: Iterable[KernelPoint] = (), *, published_csv: P
         if dt in peak and dt not in eff:
             if dt in FROM_BF16_CEILING and "bf16" in eff:
                 base = eff["bf16"]
-                f, extra = FROM_BF16_CEILING[dt]
+                f, extra, how = narrow_over_bf16(dt, published_csv, catalog)
                 eff[dt] = Rate(value=base.value * f, kind=base.kind, rel_sigma=base.rel_sigma + extra,
-                               source=base.source + ("" if f == 1 else f"; {dt} = {f} x the bf16 fraction "
-                                                                       "(assumption)"))
+                               source=base.source + ("" if f == 1 else f"; {dt} = {f:.2f} x the bf16 fraction "
+                                                                       f"({how})"))
             else:
                 eff[dt] = Rate(value=DERATE_MATMUL if kind != "cpu" else 0.5, kind="datasheet", rel_sigma=0.2,
                                source=f"catalog dense peak x {DERATE_MATMUL if kind != 'cpu' else 0.5} (derating, "
