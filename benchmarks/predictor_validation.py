@@ -871,6 +871,12 @@ PROSPECTIVE = {"a840a7a": (
         "glm-130b-a100-40gb-g768", "bloomberggpt-50b-a100-40gb-g512", "pythia-1b-a100-40gb-g64",
         "pythia-1.4b-a100-40gb-g64", "pythia-2.8b-a100-40gb-g64", "pythia-6.9b-a100-40gb-g128",
         "pythia-12b-a100-40gb-g256",
+    ),
+    # set 27: OLMo-core's H100 throughput table and torchtitan's April-2024 A100 table, predicted in d430fed
+    "d430fed": (
+        "olmocore-h100-llama8b-bf16", "olmocore-h100-llama8b-fp8", "olmocore-h100-olmo7b-bf16",
+        "olmocore-h100-olmo13b-bf16", "torchtitan-a100-llama3-8b-g64-selop", "torchtitan-a100-llama3-70b-g64-fullac",
+        "torchtitan-a100-llama2-13b-g128-noac", "torchtitan-a100-llama2-70b-g128-fullac",
     )}
 
 
@@ -879,7 +885,7 @@ PROSPECTIVE = {"a840a7a": (
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
-                               "9c547db", "704726f")
+                               "9c547db", "704726f", "d430fed")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
