@@ -227,6 +227,19 @@ def framework_selective(spec, cal, lay: Layout, row: dict, gb: int, core: str) -
     return lay, "nothing fits"
 
 
+#: ``power_limit_W`` of a run whose source says its accelerators were held below their TDP without saying to what
+#: ("power limited B200 GPUs", torchao's float8 table): the model cannot price it (it is priced at TDP), so the row
+#: is scored like every other (every tally, the worst error) but fitted on by nothing: no framework-family,
+#: all-rows or software-stack factor takes it in (``fit_mask``), since what it lost is the machine's, not the
+#: framework's or the stack's, and a factor fitted on it would carry that loss to every other job of its family.
+UNSTATED_LIMIT = "unstated"
+
+
+def fit_mask(preds: list[dict]) -> np.ndarray:
+    """Which rows the fitted factors may take in (not those of an unquantified power limit, UNSTATED_LIMIT)."""
+    return np.array([p.get("fit", True) for p in preds], dtype=bool)
+
+
 def family(framework: str) -> str:
     """The framework family a row's fitted factors are shared with. DeepSpeed's ZeRO-3 engine (the partitioned-
     parameter engine of Narayanan et al. 2021's comparison) is its own family: a different code path from
@@ -278,6 +291,13 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
             if (hw, kern, apn, net) not in cals:
                 cals[(hw, kern, apn, net)] = cal.with_network(float(net), source="stated by the run's source")
             cal = cals[(hw, kern, apn, net)]
+        pl = r.get("power_limit_W", "").strip()
+        fit = pl != UNSTATED_LIMIT
+        if fit and pl and float(pl) < node.tdp_watts:  # held below TDP, as the source states it: lower clock
+            if (hw, kern, apn, net, pl) not in cals:
+                cals[(hw, kern, apn, net, pl)] = cal.with_power_limit(float(pl), node.tdp_watts,
+                                                                      source="stated by the run's source")
+            cal = cals[(hw, kern, apn, net, pl)]
         core = attention_core(r)
         try:
             spec = parse_spec(r["model"]).with_seq_len(_int(r["seq_len"]))
@@ -390,7 +410,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                         gb=gb, n=n, target=target, tkind=tkind, searched=not fixed, peak=peak, fpt=fpt,
                         source=r["source"].split(" ")[0][:80], search_s=time.perf_counter() - t0,
                         fits=bool(mem.fits), mem_GiB=mem.total / 2**30, cap_GiB=cal.memory_capacity_bytes / 2**30,
-                        safe_kind=safe_kind, safe_layout=safe_lay))
+                        safe_kind=safe_kind, safe_layout=safe_lay, fit=fit))
     return out, skipped
 
 
@@ -957,9 +977,10 @@ def held_out(preds: list[dict], logerr: np.ndarray, split_key,
     groups = np.array([split_key(p, i) for i, p in enumerate(preds)], dtype=object)
     fams = np.array([p["fam"] if by_family else "all" for p in preds], dtype=object)
     ks = []
+    fitted = fit_mask(preds)
     for g in dict.fromkeys(groups):
         held = np.flatnonzero(groups == g)
-        train = np.flatnonzero(groups != g)
+        train = np.flatnonzero((groups != g) & fitted)
         k = shrinkage_k(train, fams, logerr, absle) if by_family else 0.0
         ks.append(k)
         fit = fit_families(train, fams, absle, k)
@@ -997,8 +1018,9 @@ def held_out_stack(preds: list[dict], logerr: np.ndarray, stack_of: dict[str, st
     hws = np.array([p["hw"] for p in preds], dtype=object)
     out = np.zeros(len(preds))
     shifts: dict = {}
+    fitted = fit_mask(preds)
     for grp in dict.fromkeys(groups):
-        held, train = np.flatnonzero(groups == grp), np.flatnonzero(groups != grp)
+        held, train = np.flatnonzero(groups == grp), np.flatnonzero((groups != grp) & fitted)
         g = fit_eta(list(train), logerr)
         shifts[grp] = {}
         for st in dict.fromkeys(stacks[held]):
@@ -1267,6 +1289,44 @@ SPREAD_KEY = ("hardware", "model", "seq_len", "precision", "accelerators", "glob
 SPREAD_OPEN = ("sharding", "activation_checkpointing", "sequence_parallel", "tp_comm_overlap")
 
 
+#: The job the power-limit check prices at each published limit: Llama 3 8B on one 4-GPU H100 node with FSDP, as
+#: the cross-check's LitGPT continued pre-training (its batch and sequence not stated; the ratio barely moves with
+#: them). POWER_CHECK_WORKLOAD picks the check's rows of data/calibration/power_limit.csv.
+POWER_CHECK_JOB = dict(accelerators=4, model="llama3-8b", micro_batch=1, global_batch=8, precision="bf16",
+                       sharding="full_shard", tp=1, pp=1, activation_checkpointing="none")
+POWER_CHECK_WORKLOAD = "LLaMA 3 8B"
+
+
+def power_limit_check(catalog) -> dict:
+    """The power-limit model against end-to-end training it was not built from: the step model's throughput at
+    each published power limit, relative to its throughput at TDP (the compute rates scaled by the SM-clock curve
+    of data/calibration/power_limit.csv, hwmodels.predict.power), against the published tokens/s at that limit
+    relative to TDP of an LLM training run on the same GPU type (another paper's measurement)."""
+    from hwmodels.predict.power import cross_checks
+    from hwmodels.predict.search import predict_job
+
+    out = []
+    for r in cross_checks():
+        if POWER_CHECK_WORKLOAD not in r["workload"] or not r.get("power_limit_W"):
+            continue
+        node = catalog.get(r["node_id"].split(" ")[0])
+        cal = calibrate(node)
+
+        def tps(c):
+            res = predict_job(hardware=node, layout="auto", calibration=c, **POWER_CHECK_JOB)
+            return (res.best if hasattr(res, "best") else res).tokens_per_s_per_accelerator
+
+        w = float(r["power_limit_W"])
+        model = tps(cal.with_power_limit(w, node.tdp_watts, source="the check")) / tps(cal)
+        pub = float(r["relative_to_tdp"])
+        out.append({"node": node.id, "power_limit_W": w, "tdp_W": node.tdp_watts, "model_ratio": model,
+                    "published_ratio": pub, "error": model / pub - 1.0, "source": r["source"]})
+    errs = [abs(x["error"]) for x in out]
+    return {"method": method_of(power_limit_check), "points": out,
+            "median_abs_error": float(np.median(errs)) if errs else None,
+            "max_abs_error": float(max(errs)) if errs else None}
+
+
 def published_spread(preds: list[dict]) -> dict:
     """Pairs of published runs the predictor's inputs cannot tell apart (equal on SPREAD_KEY; each SPREAD_OPEN
     column equal or empty in one of them) whose throughputs differ: another software release, submitter or option
@@ -1413,18 +1473,19 @@ def main(argv: list[str] | None = None) -> int:
                               "framework_unknown_stack": quantiles([float(stk_err[i]) for i in idx]),
                               "scored_with": "framework_unknown_stack" if since in STACK_SETS
                               else "framework_unknown"}
-    k_all = fit_eta(list(range(len(preds))), logerr)
-    everything = np.arange(len(preds))
+    fitted = fit_mask(preds)
+    everything = np.flatnonzero(fitted)  # the rows the factors are fitted on (not the unquantified power limits)
+    k_all = fit_eta(list(everything), logerr)
     all_fams = np.array([p["fam"] for p in preds], dtype=object)
     k_shrink = shrinkage_k(everything, all_fams, logerr)
     fam_eta = {}
     for fam, g in sorted(fit_families(everything, all_fams, fit_cost(logerr), k_shrink).items()):
         e, c, ga = GRID[g]
-        fam_eta[fam] = {"eta": e, "comm_eff": c, "overlap_cost": ga, "rows": int(np.sum(all_fams == fam))}
+        fam_eta[fam] = {"eta": e, "comm_eff": c, "overlap_cost": ga, "rows": int(np.sum((all_fams == fam) & fitted))}
     hw_arr = np.array([p["hw"] for p in preds], dtype=object)
     stack_factor = {}
     for st in sorted({v for v in stack_of.values() if v}):
-        rows = np.flatnonzero([stack_of[h] == st for h in hw_arr])
+        rows = np.flatnonzero([stack_of[h] == st for h in hw_arr] & fitted)
         c = stack_shift(rows, logerr, k_all)
         fams_n: dict[str, int] = {}
         for j in rows:
@@ -1481,6 +1542,9 @@ def main(argv: list[str] | None = None) -> int:
         "generated_by": "benchmarks/predictor_validation.py",
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows_used": len(preds), "rows_skipped": skipped,
+        "rows_not_fitted": {"rows": [p["id"] for p in preds if not p.get("fit", True)],
+                            "why": "power_limit_W 'unstated': the source says the accelerators were power limited "
+                                   "without the figure; scored in every tally, fitted on by no factor"},
         "error_definition": "predicted / published tokens per second per accelerator - 1; quantiles of |error|",
         "framework_efficiency": {"eta": GRID[k_all][0], "comm_eff": GRID[k_all][1], "overlap_cost": GRID[k_all][2],
                                  "per_family": fam_eta,
@@ -1530,6 +1594,7 @@ def main(argv: list[str] | None = None) -> int:
         "known_hardware_band": known_hardware_band(preds, loho_stack, nsb),
         "framework_stated_band": framework_stated_band(preds, loho),
         "memory_safe": memory_safe_report(preds, loo, k_all),
+        "power_limit_check": (plc := power_limit_check(catalog)),
         "memory_fit": {
             "method": "every published run ran, so its layout fits: the memory model's estimate for the row's layout "
                       "(the least-memory one when nothing with the stated fields fits) against the accelerator's "
@@ -1679,6 +1744,11 @@ def main(argv: list[str] | None = None) -> int:
     print("memory verdict by hardware (published runs said not to fit / runs, largest estimate / capacity): " + ", ".join(
         f"{h} {v['predicted_not_to_fit']}/{v['rows']}" + (f" ({v['max_ratio']:.2f}x)" if v["max_ratio"] else "")
         for h, v in mf["by_hardware"].items()))
+    if plc["points"]:
+        print("power limit (model's throughput ratio to TDP vs a published LLM training run's, "
+              f"{plc['points'][0]['node']}): " + ", ".join(
+                  f"{x['power_limit_W']:g} W {x['model_ratio']:.3f} vs {x['published_ratio']:.3f}" for x in plc["points"])
+              + f"; median |error| {plc['median_abs_error']:.1%}, max {plc['max_abs_error']:.1%}")
     for s in skipped:
         print("skipped:", s)
     for s in NOTES:

@@ -90,6 +90,11 @@ def test_batch_keeps_row_order_and_count(cli, tmp_path):
      "--inter-node-gbps: expected a positive number, got '-400'"),
     (("--hardware", "h200-sxm", "--accelerators", "16", "--model", "llama3-8b", "--inter-node-gbps", "fast"),
      "--inter-node-gbps: expected a positive number, got 'fast'"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--power-limit-w", "0"),
+     "--power-limit-w: expected a positive number, got '0'"),
+    (("--hardware", "h100-sxm", "--accelerators", "8", "--model", "llama3-8b", "--power-limit-w", "150"),
+     "--power-limit-w: 150 W is 21% of h100-sxm's 700 W TDP, below the lowest published point of the curve (29% of "
+     "TDP, measured on h100-sxm); valid: 200 W to 700 W"),
 ])
 def test_bad_options_exit_2_one_line(cli, args, needle):
     proc = cli("predict", *args, "--json")
@@ -295,6 +300,47 @@ def test_cluster_options_price_a_smaller_board_and_a_stated_network(cli, tmp_pat
     assert proc.returncode == 0, proc.stderr
     a, b = (json.loads(x) for x in proc.stdout.strip().splitlines())
     assert a["step_time_s"] == pytest.approx(slow["step_time_s"]) and b["step_time_s"] == pytest.approx(eight["step_time_s"])
+
+
+def test_power_limit_slows_the_compute_and_says_where_the_curve_came_from(cli, tmp_path):
+    """--power-limit-w below the TDP scales the compute part of the step (matmul and attention at the sustained
+    clock ratio of the published curve) and leaves memory-bound work and communication alone; at or above TDP it
+    changes nothing; the JSON carries the limit, the factor and its source, and the calibration names it; a node
+    without its own curve borrows H100's at the same fraction of TDP and says so. The same as a batch column."""
+    base = ("--accelerators", "8", "--model", "llama3-8b", "--seq-len", "4096", "--global-batch", "64",
+            "--sharding", "full_shard", "--tp", "1", "--pp", "1", "--micro-batch", "2",
+            "--activation-checkpointing", "full", "--json")
+
+    def run(hw, *extra):
+        proc = cli("predict", "--hardware", hw, *base, *extra)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    full, capped, above = run("h100-sxm"), run("h100-sxm", "--power-limit-w", "500"), run("h100-sxm", "--power-limit-w", "800")
+    f = capped["power_limit"]["compute_factor"]
+    assert 0.8 < f < 0.95 and capped["power_limit"]["tdp_watts"] == 700
+    assert capped["breakdown_s"]["compute"] == pytest.approx(full["breakdown_s"]["compute"] / f, rel=0.02)
+    assert capped["breakdown_s"]["memory_bound"] == pytest.approx(full["breakdown_s"]["memory_bound"])
+    assert full["tokens_per_s_per_accelerator"] * f < capped["tokens_per_s_per_accelerator"] \
+        < full["tokens_per_s_per_accelerator"]
+    assert "power_limit" in capped["calibration"] and "arXiv:2604.11391" in capped["calibration"]["power_limit"]
+    assert above["step_time_s"] == pytest.approx(full["step_time_s"]) and above["power_limit"]["compute_factor"] == 1
+    b200 = run("b200", "--power-limit-w", "700")
+    assert "carried to b200 at the same fraction of its TDP" in b200["power_limit"]["source"]
+    p = tmp_path / "p.csv"
+    p.write_text("hardware,accelerators,model,seq_len,global_batch,sharding,tp,pp,micro_batch,"
+                 "activation_checkpointing,power_limit_w\n"
+                 "h100-sxm,8,llama3-8b,4096,64,full_shard,1,1,2,full,500\n"
+                 "h100-sxm,8,llama3-8b,4096,64,full_shard,1,1,2,full,\n")
+    proc = cli("predict", "--batch", str(p), "--json")
+    assert proc.returncode == 0, proc.stderr
+    a, b = (json.loads(x) for x in proc.stdout.strip().splitlines())
+    assert a["step_time_s"] == pytest.approx(capped["step_time_s"]) and b["step_time_s"] == pytest.approx(full["step_time_s"])
+    assert "power_limit" not in b
+    q = tmp_path / "bad.csv"
+    q.write_text("hardware,accelerators,model,power_limit_w\nh100-sxm,8,llama3-8b,500\nh100-sxm,8,llama3-8b,100\n")
+    proc = cli("predict", "--batch", str(q), "--json")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "row 2, column power_limit_w: 100 W is 14% of h100-sxm's 700 W TDP" in proc.stderr
 
 
 def test_attention_option_prices_the_kernel_a_framework_runs(cli, tmp_path):

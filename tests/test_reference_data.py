@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hwmodels.dtypes import PREDICT_PRECISIONS
+from hwmodels.predict.power import compute_factor
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "data" / "reference" / "training_runs.csv"
@@ -19,8 +20,9 @@ CAL_README = REPO / "data" / "calibration" / "README.md"
 
 RUN_COLUMNS = ["run_id", "hardware", "accelerators", "model", "params_B", "seq_len", "global_batch", "micro_batch",
                "precision", "dp", "tp", "pp", "cp", "interleave", "sharding", "activation_checkpointing",
-               "offload_layers", "sequence_parallel", "tp_comm_overlap", "inter_node_Gbps", "accelerators_per_node", "framework", "tokens_per_s_per_accelerator",
-               "tflops_per_accelerator", "mfu", "hfu", "source", "source_detail", "year"]
+               "offload_layers", "sequence_parallel", "tp_comm_overlap", "inter_node_Gbps", "accelerators_per_node",
+               "power_limit_W", "framework", "tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu", "hfu",
+               "source", "source_detail", "year"]
 CAL_COLUMNS = ["node_id", "quantity", "value", "unit", "condition", "framework", "source", "source_detail", "as_of"]
 CAL_UNITS = {"matmul_tflops": "TFLOP/s", "memory_bw_GBps": "GB/s", "busbw_GBps": "GB/s",
              "launch_overhead_us": "us", "attention_tflops": "TFLOP/s", "host_copy_GBps": "GB/s"}
@@ -83,6 +85,17 @@ def test_training_runs_schema_and_values(runs):
         _num(r, "inter_node_Gbps")  # empty, or a positive per-node figure
         apn = r["accelerators_per_node"]  # empty (the catalog's node), or a smaller board of the type
         assert apn == "" or (apn.isdigit() and 1 <= int(apn) < 8), (rid, "accelerators_per_node")
+        # empty (not stated), or the per-accelerator power limit the source states, at most the catalog's TDP, and
+        # within the published clock curve (hwmodels.predict.power) where it is below it
+        pl = None
+        if r["power_limit_W"] == "unstated":  # power limited by the source's words, the figure not given
+            assert "power limited" in r["source_detail"] and "not stated" in r["source_detail"], rid
+        else:
+            pl = _num(r, "power_limit_W")
+        if pl is not None:
+            tdp = tomllib.loads((REPO / "data" / "catalog" / f"{r['hardware']}.toml").read_text())["power"]["tdp_watts"]
+            assert pl <= tdp and (pl == tdp or compute_factor(r["hardware"], tdp, pl).value < 1), (rid, pl, tdp)
+            assert f"{pl:g}W" in r["source_detail"].replace(" W", "W"), (rid, "power_limit_W: quoted in source_detail")
         figures = [_num(r, c) for c in ("tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu", "hfu")]
         assert any(f is not None for f in figures), f"{rid}: no measured figure"
         for c in ("mfu", "hfu"):

@@ -54,10 +54,13 @@ ASSUMED_ATTENTION = "fused, rate assumed"
 #: shrinks with it where the catalog's is the node) and ``inter_node_gbps`` (the scale-out network per node, Gb/s one
 #: direction; priced by the link model, not the curves measured on the catalog's network), and ``attention`` (the
 #: attention implementation the framework runs: one of the node's published kernel curves, e.g. ``flash_attn_1``
-#: or ``cudnn``, or ``materialized`` (score GEMMs and a softmax, before fused kernels); default the node's own)
+#: or ``cudnn``, or ``materialized`` (score GEMMs and a softmax, before fused kernels); default the node's own), and
+#: ``power_limit_w`` (a power limit per accelerator below the catalog TDP: compute rates at the published
+#: sustained-clock ratio, ``hwmodels.predict.power``; default none)
 COLUMNS = ("hardware", "accelerators", "model", "seq_len", "micro_batch", "global_batch", "precision", "sharding",
            "tp", "pp", "layout", "activation_checkpointing", "tokens", "pricing", "cp", "tp_comm_overlap",
-           "interleave", "activation_offload", "framework", "accelerators_per_node", "inter_node_gbps", "attention")
+           "interleave", "activation_offload", "framework", "accelerators_per_node", "inter_node_gbps", "attention",
+           "power_limit_w")
 INT_FIELDS = ("accelerators", "seq_len", "micro_batch", "global_batch", "tp", "pp", "cp", "interleave",
               "accelerators_per_node")
 CHOICES = {"precision": PRECISIONS, "sharding": SHARDINGS, "activation_checkpointing": RECOMPUTE,
@@ -67,6 +70,7 @@ TYPES: dict[str, P.Type] = {
     **{c: P.Int(min=1) for c in INT_FIELDS},
     "tokens": P.Float(min=0, min_open=True),
     "inter_node_gbps": P.Float(min=0, min_open=True),
+    "power_limit_w": P.Float(min=0, min_open=True),
     "activation_offload": P.Int(min=0),
     **{c: P.Str(choices=tuple(v)) for c, v in CHOICES.items()},
 }
@@ -148,6 +152,12 @@ def _scenario(raw: dict[str, Any], where: str, catalog: Any) -> dict[str, Any]:
     if out["cp"] and out["spec"].seq_len % out["cp"]:
         raise err("cp", f"cp {out['cp']} must divide the sequence length ({out['spec'].seq_len})")
     out["tp_comm_overlap"] = out["tp_comm_overlap"] == "true"
+    if out["power_limit_w"] is not None:
+        from hwmodels.predict.power import compute_factor
+        try:  # the range the published curve covers, checked before anything is predicted
+            compute_factor(out["hardware"], catalog.get(out["hardware"]).tdp_watts, out["power_limit_w"])
+        except ModelInputError as exc:
+            raise err("power_limit_w", str(exc).split(": ", 1)[1]) from None
     if out["attention"] is not None:
         kernels = (*_attention_curves(catalog.get(out["hardware"])), MATERIALIZED)
         if out["attention"] not in kernels:
@@ -191,6 +201,12 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
     """One scenario -> the JSON object of the CLI (the best layout; runners-up when searched), with the attention
     implementation it was priced with (``attention``: the one stated, else the node's own kernel)."""
     out = _predict_scenario(sc, catalog, where)
+    if sc["power_limit_w"] is not None:
+        from hwmodels.predict.power import compute_factor
+        tdp = catalog.get(sc["hardware"]).tdp_watts
+        pf = compute_factor(sc["hardware"], tdp, sc["power_limit_w"])
+        out["power_limit"] = {"watts": sc["power_limit_w"], "tdp_watts": tdp, "compute_factor": pf.value,
+                              "source": pf.source}
     if sc["attention"] is not None:
         out["attention"] = sc["attention"]
     else:
@@ -220,6 +236,8 @@ def _predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict
             cal = cal.with_node_size(sc["accelerators_per_node"], source="stated for this prediction")
         if sc["inter_node_gbps"] is not None:
             cal = cal.with_network(sc["inter_node_gbps"], source="stated for this prediction")
+        if sc["power_limit_w"] is not None:
+            cal = cal.with_power_limit(sc["power_limit_w"], node.tdp_watts, source="stated for this prediction")
         core = "flash"
         if sc["attention"] == MATERIALIZED:
             core = "materialized"
@@ -366,6 +384,10 @@ def note_lines(rows: list[dict[str, Any]]) -> list[str]:
                                              "the type than the catalog's (e.g. 4 for a 4-GPU HGX of an 8-GPU type).")
 @click.option("--inter-node-gbps", help="Scale-out network of the cluster, Gb/s per node one direction (default: the "
                                        "catalog node's).")
+@click.option("--power-limit-w", help="Power limit per accelerator in watts, where it is held below the catalog's "
+                                     "TDP (a facility cap, nvidia-smi -pl): compute rates at the published "
+                                     "sustained-clock ratio at that fraction of TDP (data/calibration/"
+                                     "power_limit.csv).")
 @click.option("--attention", help="Attention implementation the framework runs: one of the node's published kernel "
                                   "curves (flash_attn_2, flash_attn_1, flash_attn_triton, cudnn, ...; default the "
                                   "node's own) or materialized (score GEMMs and a softmax, no fused kernel).")

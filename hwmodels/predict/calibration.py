@@ -389,6 +389,32 @@ class Calibration:
                        f"on the catalog's network not used; +/-{LINK_MODEL_REL_ERROR:.0%} band")
         return replace(self, comms=comms)
 
+    def with_power_limit(self, power_limit_watts: float, tdp_watts: float, source: str) -> Calibration:
+        """This calibration with its accelerators held to ``power_limit_watts`` (TDP ``tdp_watts``), as a run's
+        source or a buyer states it: the matmul and attention rates (and a measured GEMM curve) scaled by the
+        sustained-clock ratio at that limit (:func:`hwmodels.predict.power.compute_factor`), their uncertainty
+        widened by the curve's; bandwidth, collectives and launches unchanged. The same object at or above TDP."""
+        from hwmodels.predict.power import compute_factor
+
+        pf = compute_factor(self.node_id, tdp_watts, power_limit_watts)
+        if pf.value == 1.0:
+            return self
+        said = f"{pf.source} ({source})"
+
+        def scaled(r: Rate) -> Rate:
+            return replace(r, value=r.value * pf.value, rel_sigma=math.hypot(r.rel_sigma, pf.rel_sigma),
+                           source=f"{r.source}; {said}")
+
+        extra = dict(self.extra)
+        if "attention_curves" in extra:
+            extra["attention_curves"] = {k: (scaled(rate), sh) for k, (rate, sh) in extra["attention_curves"].items()}
+        if "gemm_curve" in extra:
+            extra["gemm_curve"] = {d: tuple((x, y * pf.value) for x, y in c) for d, c in extra["gemm_curve"].items()}
+        extra["power_limit"] = {"watts": float(power_limit_watts), "tdp_watts": float(tdp_watts),
+                                "compute_factor": pf.value, "rel_sigma": pf.rel_sigma, "source": said}
+        return replace(self, matmul_eff_max={d: scaled(r) for d, r in self.matmul_eff_max.items()},
+                       attention_eff=scaled(self.attention_eff), extra=extra)
+
     def attention_time(self, flops: float, seq_len: int, dtype: str) -> float:
         sh = self.extra.get("attention_s_half", ATTN_S_HALF)
         eff = self.attention_eff.value * seq_len / (seq_len + sh)
@@ -425,6 +451,8 @@ class Calibration:
             out[f"collective_busbw.{lvl}"] = c.label()
         out["overlap"] = self.overlap.label()
         out["step_overhead"] = self.step_overhead_s.label()
+        if "power_limit" in self.extra:
+            out["power_limit"] = f"published: {self.extra['power_limit']['source']}"
         return out
 
     def source_kinds(self) -> dict[str, str]:
