@@ -1904,7 +1904,7 @@ def test_a_searched_best_matmul_shape_keeps_its_k_falloff(cat, tmp_path):
     """A published matmul figure is divided by the tile model's shape factor to give the ceiling. For a brute-force
     search's best shape (statistic=best_shape_mean) only the tile/wave terms are undone: the search tried larger K
     and found this K fastest, so the K falloff cost it nothing there. A figure at a given shape (timeit_mean) has
-    its K term undone too."""
+    its K term undone too. A vendor's Max-Achievable FLOPs figure (AMD's MAF) is taken as it stands."""
     from hwmodels.predict.calibration import _gemm_eff, _units, k_half
 
     node = cat.get("gb200-nvl72")
@@ -1922,6 +1922,11 @@ def test_a_searched_best_matmul_shape_keeps_its_k_falloff(cat, tmp_path):
     assert got["best_shape_mean"] == pytest.approx(raw / tiles)
     assert got["timeit_mean"] == pytest.approx(raw / full)
     assert got["timeit_mean"] > got["best_shape_mean"]
+    # a vendor's Max-Achievable FLOPs figure (statistic maf_*) is the ceiling as it stands, no shape term undone
+    path = tmp_path / "maf.csv"
+    path.write_text(head + row.format(st="maf_shape_median"))
+    assert calibrate(node, published_csv=path).matmul_eff_max["fp8"].value == pytest.approx(raw)
+    assert full < 1.0  # (so the maf figure and the timed one differ)
 
 
 def test_fp8_without_its_own_figure_takes_the_published_fp8_over_bf16_median(cat, tmp_path):

@@ -640,7 +640,11 @@ def _published_matmul_eff(node: Any, pub: list[dict[str, str]]) -> dict[str, Rat
                 continue
             v = float(r["value"]) * 1e12 / peak[dt]
             m, n, k = (int(float(c.get(x, 0) or 0)) for x in "mnk")
-            if m and n and k:  # the shape terms of the tile model are undone: eff_max is the ceiling
+            # a vendor's Max-Achievable FLOPs figure (statistic maf_*: AMD's MAF, at a shape chosen to tile the CUs
+            # evenly with its kernels' tiles, 192-wide among them) is the ceiling as it stands: the tile model,
+            # which knows no 192-wide tile, would read waste into that shape and inflate it
+            if m and n and k and not c.get("statistic", "").startswith("maf"):
+                # the shape terms of the tile model are undone: eff_max is the ceiling
                 # a brute-force search's best shape keeps its K falloff: the search tried larger K and found this
                 # one fastest, so the K term cost it nothing there (only the tile/wave terms are undone)
                 kh = 0.0 if c.get("statistic") == "best_shape_mean" else k_half(peak, dt)
