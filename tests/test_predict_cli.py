@@ -269,6 +269,15 @@ def test_framework_option_and_column_price_the_family_with_its_band(cli, tmp_pat
     assert "row 2, column framework: unknown family 'jax'; valid choices: unknown," in proc.stderr
 
 
+def _batch_json(cli, path, extra_columns, rows):
+    """``hweval predict --batch`` on ``rows`` under the layout columns plus ``extra_columns``: its JSON objects."""
+    path.write_text("hardware,accelerators,model,seq_len,global_batch,sharding,tp,pp,micro_batch,"
+                    f"activation_checkpointing,{extra_columns}\n" + "".join(f"{r}\n" for r in rows))
+    proc = cli("predict", "--batch", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(x) for x in proc.stdout.strip().splitlines()]
+
+
 def test_cluster_options_price_a_smaller_board_and_a_stated_network(cli, tmp_path):
     """--accelerators-per-node (a 4-GPU board of an 8-GPU type: its NVLink domain shrinks with it) and
     --inter-node-gbps (the network per node, priced by the link model) change only the exposed communication of a
@@ -291,14 +300,9 @@ def test_cluster_options_price_a_smaller_board_and_a_stated_network(cli, tmp_pat
     assert "4 accelerators per node" in cal and "400 Gb/s per node" in cal
     one_node = run(8, "--inter-node-gbps", "100")
     assert one_node["step_time_s"] == pytest.approx(run(8)["step_time_s"])
-    p = tmp_path / "c.csv"
-    p.write_text("hardware,accelerators,model,seq_len,global_batch,sharding,tp,pp,micro_batch,"
-                 "activation_checkpointing,accelerators_per_node,inter_node_gbps\n"
-                 "h200-sxm,16,llama3-8b,4096,64,full_shard,1,1,4,full,4,400\n"
-                 "h200-sxm,16,llama3-8b,4096,64,full_shard,1,1,4,full,,\n")
-    proc = cli("predict", "--batch", str(p), "--json")
-    assert proc.returncode == 0, proc.stderr
-    a, b = (json.loads(x) for x in proc.stdout.strip().splitlines())
+    a, b = _batch_json(cli, tmp_path / "c.csv", "accelerators_per_node,inter_node_gbps",
+                       ("h200-sxm,16,llama3-8b,4096,64,full_shard,1,1,4,full,4,400",
+                        "h200-sxm,16,llama3-8b,4096,64,full_shard,1,1,4,full,,"))
     assert a["step_time_s"] == pytest.approx(slow["step_time_s"]) and b["step_time_s"] == pytest.approx(eight["step_time_s"])
 
 
@@ -326,14 +330,9 @@ def test_power_limit_slows_the_compute_and_says_where_the_curve_came_from(cli, t
     assert above["step_time_s"] == pytest.approx(full["step_time_s"]) and above["power_limit"]["compute_factor"] == 1
     b200 = run("b200", "--power-limit-w", "700")
     assert "carried to b200 at the same fraction of its TDP" in b200["power_limit"]["source"]
-    p = tmp_path / "p.csv"
-    p.write_text("hardware,accelerators,model,seq_len,global_batch,sharding,tp,pp,micro_batch,"
-                 "activation_checkpointing,power_limit_w\n"
-                 "h100-sxm,8,llama3-8b,4096,64,full_shard,1,1,2,full,500\n"
-                 "h100-sxm,8,llama3-8b,4096,64,full_shard,1,1,2,full,\n")
-    proc = cli("predict", "--batch", str(p), "--json")
-    assert proc.returncode == 0, proc.stderr
-    a, b = (json.loads(x) for x in proc.stdout.strip().splitlines())
+    a, b = _batch_json(cli, tmp_path / "p.csv", "power_limit_w",
+                       ("h100-sxm,8,llama3-8b,4096,64,full_shard,1,1,2,full,500",
+                        "h100-sxm,8,llama3-8b,4096,64,full_shard,1,1,2,full,"))
     assert a["step_time_s"] == pytest.approx(capped["step_time_s"]) and b["step_time_s"] == pytest.approx(full["step_time_s"])
     assert "power_limit" not in b
     q = tmp_path / "bad.csv"
