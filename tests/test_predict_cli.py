@@ -330,6 +330,8 @@ def test_power_limit_slows_the_compute_and_says_where_the_curve_came_from(cli, t
     assert above["step_time_s"] == pytest.approx(full["step_time_s"]) and above["power_limit"]["compute_factor"] == 1
     b200 = run("b200", "--power-limit-w", "700")
     assert "carried to b200 at the same fraction of its TDP" in b200["power_limit"]["source"]
+    assert b200["notes"][0].startswith("power limit 700 W = 70% of the 1000 W TDP: compute rates x 0.86")
+    assert not any(n.startswith("power limit") for n in full["notes"] + above["notes"])
     a, b = _batch_json(cli, tmp_path / "p.csv", "power_limit_w",
                        ("h100-sxm,8,llama3-8b,4096,64,full_shard,1,1,2,full,500",
                         "h100-sxm,8,llama3-8b,4096,64,full_shard,1,1,2,full,"))

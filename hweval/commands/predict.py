@@ -207,6 +207,9 @@ def predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[
         pf = compute_factor(sc["hardware"], tdp, sc["power_limit_w"])
         out["power_limit"] = {"watts": sc["power_limit_w"], "tdp_watts": tdp, "compute_factor": pf.value,
                               "source": pf.source}
+        if pf.value < 1.0:
+            out.setdefault("notes", []).insert(0, f"{pf.source.split(', interpolated in ')[0]} "
+                                                  f"(+/-{pf.rel_sigma:.0%}; the curve's source in calibration)")
     if sc["attention"] is not None:
         out["attention"] = sc["attention"]
     else:
