@@ -201,7 +201,8 @@ DEFAULT_ATTENTION_KERNEL = "flash_attn_2"
 FA2_NATIVE_NODES = ("a100-40gb-sxm", "a100-80gb-sxm", "h100-sxm", "h200-sxm", "l40s")
 ATTENTION_KERNEL_NAMES = {"flash_attn_2": "FlashAttention-2", "flash_attn_1": "FlashAttention (v1)",
                           "flash_attn_triton": "FlashAttention Triton", "cudnn": "cuDNN fused attention",
-                          "aiter_asm_fa_v3_bwd_a32": "AMD AITER asm FlashAttention v3 (fp32 dQ accumulation)"}
+                          "aiter_asm_fa_v3_bwd_a32": "AMD AITER asm FlashAttention v3 (fp32 dQ accumulation)",
+                          "tokamax_splash": "Splash attention (tokamax's Pallas TPU kernel)"}
 LAUNCH_FLOOR_S = {"gpu": 4e-6, "tpu": 2e-6, "accelerator": 6e-6, "cpu": 2e-6}
 # per-kernel floor: CUDA launch + inter-kernel gap 2.5-5 us (NVIDIA Nsight Systems traces of small kernels; PyTorch
 # "CUDA graphs" blog 2021 quotes "a few microseconds"); TPU/XLA fused programs launch less often.
