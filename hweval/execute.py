@@ -42,6 +42,41 @@ def report_html(report_dir: Path) -> Path:
     return report_dir / "report.html"
 
 
+#: What a report is built from besides the plan's cells (which a run tracks itself): the catalog (prices, specs),
+#: the calibration and validation data the predictor reads, and the code of the packages that price and write it.
+_REPO = Path(__file__).resolve().parents[1]
+REPORT_INPUT_DIRS = (("data/calibration", "*.csv"), ("data/reference", "*.json"), ("hweval", "*.py"),
+                     ("hwmodels", "*.py"), ("hwcore", "*.py"))
+#: beside the report: the digest of the inputs it was built from (:func:`report_inputs_digest`)
+REPORT_DIGEST = ".inputs.sha256"
+
+
+def report_inputs_digest(cell: Cell) -> str:
+    """SHA-256 over the report cell's parameters and notebook, the catalog it prices with (``HWMODELS_CATALOG`` or
+    the repository's), and REPORT_INPUT_DIRS: when it differs from the one stored beside the report, the report is
+    rebuilt even though no cell ran (a price, a catalog entry, the validation file or the predictor changed)."""
+    import hashlib
+    import json
+
+    from hwmodels.catalog import default_dir
+
+    h = hashlib.sha256(json.dumps(cell.params, sort_keys=True, default=str).encode())
+    files = [Path(cell.notebook_path), *sorted(default_dir().glob("*.toml"))]
+    for sub, pattern in REPORT_INPUT_DIRS:
+        files += sorted((_REPO / sub).rglob(pattern))
+    for f in files:
+        if f.is_file():
+            h.update(str(f.relative_to(_REPO) if f.is_relative_to(_REPO) else f).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _report_current(report_dir: Path, digest: str) -> bool:
+    """Whether the report beside ``report_dir`` was built from inputs with this digest."""
+    f = report_dir / REPORT_DIGEST
+    return report_html(report_dir).exists() and f.is_file() and f.read_text().strip() == digest
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunOutcome:
     """What one :func:`run_plan` call did.
@@ -226,13 +261,18 @@ def _run(*, plan: Plan, store: Store, out: Path, jobs: int, resume: bool, force:
         # scratch of a runner killed earlier (we hold the lock: no live local runner owns it; Slurm jobs of
         # an earlier run still in the plan's job ledger may, so theirs is kept)
         sweep_scratch(out, keep=_ledger_scratch(plan, store))
+    digest = report_inputs_digest(report_cell) if report_cell is not None else None
     need_report = report_cell is not None and (
         bool(todo) or bool(adopted) or force or report_state is None or report_state["status"] != "ok"
-        or not report_html(report_dir).exists()
+        or not _report_current(report_dir, digest)
     )
     if not todo and not adopted and not need_report:
         log(f"plan {plan.name}: nothing to do ({len(kept['done'])} cell(s) already done; --force re-runs them)")
         return RunOutcome(**outcome, nothing_to_do=True)
+    if not todo and not adopted and report_cell is not None and report_html(report_dir).exists() \
+            and not _report_current(report_dir, digest):
+        log(f"plan {plan.name}: the report's inputs changed since it was built (catalog, calibration, validation "
+            "or code): rebuilding it")
 
     log(f"plan {plan.name}: run {run_id}: {len(todo)} cell(s) to run, {len(kept['done'])} already done; "
         f"notebooks -> {out / 'runs' / run_id}")
@@ -270,6 +310,8 @@ def _run(*, plan: Plan, store: Store, out: Path, jobs: int, resume: bool, force:
         if report_status != "ok":
             err = (cell_states(store, plan.name).get(report_cell.cell_id, {}).get("error") or "").splitlines()
             log(f"report notebook {report_status}: {err[0] if err else ''}")
+        elif report_html(report_dir).exists():
+            (report_dir / REPORT_DIGEST).write_text(digest + "\n")
     if report_cell is not None and not report_html(report_dir).exists():
         log(f"no report was written (see {out / 'runs' / run_id / (report_cell.cell_id + '.ipynb')})")
     return RunOutcome(**outcome, statuses=statuses, report_status=report_status)

@@ -144,6 +144,17 @@ def test_batch_failures_resume_noop_force(batch, cli, store_path):
     r = cli(*args)
     assert r.returncode == 0 and "nothing to do" in r.stderr and "report:" in r.stdout
     assert len(Store(store_path).records(kind="notebook")) == n_before + 4
+    # the report's inputs changed since it was built (a price, the validation file, the predictor): no cell
+    # re-runs, the report is rebuilt, and the next run finds nothing to do again
+    digest = out / "report" / ".inputs.sha256"
+    assert digest.is_file() and len(digest.read_text().strip()) == 64
+    digest.write_text("0" * 64 + "\n")
+    r = cli(*args)
+    assert r.returncode == 0 and "report's inputs changed" in r.stderr and "nothing to do" not in r.stderr
+    assert len(Store(store_path).records(kind="notebook")) == n_before + 5  # the report notebook only
+    assert len(Store(store_path).records(name="ok-nb")) == 1
+    r = cli(*args)
+    assert r.returncode == 0 and "nothing to do" in r.stderr
     # --force re-runs everything
     r = cli(*args, "--force")
     assert r.returncode == 0, r.stderr
@@ -288,3 +299,29 @@ def test_worker_retries_a_kernel_that_died_at_start_up(tmp_path, monkeypatch, ca
         monkeypatch.setattr(pm, "execute_notebook", execute)
         assert runner._worker(str(spec)) == 0
         assert len(calls) == 1 and json.loads(res.read_text())["status"] == "failed"
+
+
+def test_report_inputs_digest_follows_the_catalog_the_report_prices_with(tmp_path, monkeypatch):
+    """The digest beside a report covers the catalog it prices with (HWMODELS_CATALOG or the repository's): a
+    changed price changes it, so the next run rebuilds the report; the same inputs give the same digest."""
+    import shutil
+
+    from hwmodels.catalog import default_dir
+    from hweval.execute import report_inputs_digest
+    from hweval.plan import Cell
+
+    cat = tmp_path / "catalog"
+    shutil.copytree(default_dir(), cat)
+    monkeypatch.setenv("HWMODELS_CATALOG", str(cat))
+    nb = tmp_path / "r.py"
+    nb.write_text("# report\n")
+    cell = Cell(cell_id="report-x", node="cpu-epyc-zen4-2c", notebook="r", notebook_path=str(nb), params={"a": 1},
+                timeout_s=60.0, local=True, slurm={}, is_report=True)
+    a = report_inputs_digest(cell)
+    assert a == report_inputs_digest(cell)
+    h100 = cat / "h100-sxm.toml"
+    h100.write_text(h100.read_text() + "\n# re-quoted\n")
+    b = report_inputs_digest(cell)
+    assert b != a
+    nb.write_text("# report, edited\n")
+    assert report_inputs_digest(cell) != b
