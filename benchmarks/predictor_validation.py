@@ -897,7 +897,10 @@ PROSPECTIVE = {"a840a7a": (
         "olmocore-h100-llama8b-bf16", "olmocore-h100-llama8b-fp8", "olmocore-h100-olmo7b-bf16",
         "olmocore-h100-olmo13b-bf16", "torchtitan-a100-llama3-8b-g64-selop", "torchtitan-a100-llama3-70b-g64-fullac",
         "torchtitan-a100-llama2-13b-g128-noac", "torchtitan-a100-llama2-70b-g128-fullac",
-    )}
+    ),
+    # set 28: AXLearn's Fuji-70B-v2 step times on TPU v6e and H100, predicted in 4f6752a
+    "4f6752a": ("axlearn-fuji70bv2-v6e256", "axlearn-fuji70bv2-v6e256x4", "axlearn-fuji70bv2-p5-512"),
+}
 
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
@@ -905,7 +908,7 @@ PROSPECTIVE = {"a840a7a": (
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
-                               "9c547db", "704726f", "d430fed")
+                               "9c547db", "704726f", "d430fed", "4f6752a")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
