@@ -1253,8 +1253,10 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
     calibration term the predictor adds in quadrature only widens the band it printed, so this is the stricter
     test. A set whose predictions were also committed with the framework family stated has bands keyed (set,
     hardware, family): those rows are counted again, apart, against that band with their per-family error (the
-    family's factors, no stack factor: what ``--framework`` prices), as ``framework_stated``."""
+    family's factors, no stack factor: what ``--framework`` prices), as ``framework_stated``, and per family
+    (``framework_stated.by_family``: what a prediction stating that family reads back)."""
     sets, stated_sets = {}, {}
+    by_family: dict[str, list] = {}  # the stated rows per family, for the family's own record
     for since, pr in prospective.items():
         unknown, stated = [], []  # (row, error, band) as scored framework unknown / with the family stated
         for rid, e in pr["rows"].items():
@@ -1266,6 +1268,7 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
             skey = (*key, fam_of.get(rid, "")) if fam_of else None
             if skey in bands:
                 stated.append((rid, e["per_family"], bands[skey]))
+                by_family.setdefault(fam_of[rid], []).append(stated[-1])
         sets[since] = _inside_tally(unknown)
         if stated:
             stated_sets[since] = _inside_tally(stated)
@@ -1273,7 +1276,10 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
     return {"level": level, "n": n_all, "inside": inside_all, "share": inside_all / n_all if n_all else None,
             "sets": sets, "framework_stated": {"n": sum(v["n"] for v in stated_sets.values()),
                                                "inside": sum(v["inside"] for v in stated_sets.values()),
-                                               "sets": stated_sets},
+                                               "sets": stated_sets,
+                                               "by_family": {f: {k: v for k, v in _inside_tally(x).items()
+                                                                 if k != "misses"}
+                                                             for f, x in sorted(by_family.items())}},
             "method": method_of(prospective_coverage)}
 
 

@@ -684,6 +684,7 @@ def test_prospective_coverage_counts_rows_inside_the_band_they_carried(tmp_path)
     fs = pc4["framework_stated"]
     assert (fs["n"], fs["inside"]) == (2, 1) and fs["sets"]["s4"]["misses"] == [
         {"row": "f", "error": 0.30, "band_rel": 0.25}]
+    assert fs["by_family"] == {"megatron": {"n": 2, "inside": 1}}  # the family's own record
     assert V.prospective_coverage(pro4, hw4, b4)["framework_stated"]["n"] == 0  # no families: not counted
     other = V.prospective_coverage(pro4, hw4, b4, fam_of={"e": "maxtext", "f": "maxtext"})
     assert other["framework_stated"]["n"] == 0  # a band stated for another family is not this row's
@@ -845,6 +846,12 @@ def test_stated_framework_reads_the_framework_stated_band(tmp_path):
                                "prospective_coverage": {"framework_stated": {"n": 27, "inside": 20}}}))
     how = held_out_error("b200", pro, "megatron")[1]
     assert "of 27 published runs predicted this way before they were read, 20 fell inside, 74%" in how
+    assert "that stated megatron" not in how  # no per-family record in the file: none said
+    fam_pro = tmp_path / "fam_pro.json"  # ... and the stated family's own record, where the file has it
+    fam_pro.write_text(json.dumps({**fam, "known_hardware_band": kb, "framework_stated_band": {"known": fs},
+                                   "prospective_coverage": {"framework_stated": {
+                                       "n": 27, "inside": 20, "by_family": {"megatron": {"n": 10, "inside": 9}}}}}))
+    assert "claimed; 9 of the 10 that stated megatron)" in held_out_error("b200", fam_pro, "megatron")[1]
     assert "pre-registered" not in held_out_error("b200", pro)[1]  # the framework-unknown band: its own record
     assert framework_factors(path=p, framework="megatron").eta == pytest.approx(0.84)
     assert framework_factors(path=p).eta == pytest.approx(0.8)

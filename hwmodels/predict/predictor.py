@@ -463,9 +463,12 @@ def held_out_error(hardware: str, path: Path | None = None, framework: str | Non
         if fs.get("level") == INTERVAL_LEVEL and isinstance(fs.get("prior_band_rel"), (int, float)):
             kb, prior = fs, stated_prior_band(e)
             pro = (e.get("prospective_coverage") or {}).get("framework_stated") or {}
+            own = (pro.get("by_family") or {}).get(framework) or {}
+            own_txt = (f"; {own['inside']} of the {own['n']} that stated {framework}"
+                       if isinstance(own.get("inside"), int) and own.get("n") else "")
             pre = (f" (pre-registered: of {pro['n']} published runs predicted this way before they were read, "
                    f"{pro['inside']} fell inside, {pro['inside'] / pro['n']:.0%} against the {INTERVAL_LEVEL:.0%} "
-                   "claimed)") if isinstance(pro.get("inside"), int) and pro.get("n") else ""
+                   f"claimed{own_txt})") if isinstance(pro.get("inside"), int) and pro.get("n") else ""
             stated = (f"framework family {framework} stated: framework_stated_band, the bands scored with each "
                       f"family's factors fitted on the other hardware{pre}; ")
         else:
