@@ -1314,19 +1314,22 @@ def power_limit_check(catalog) -> dict:
     from hwmodels.predict.power import cross_checks
     from hwmodels.predict.search import predict_job
 
-    out = []
+    def tps(node, c):
+        res = predict_job(hardware=node, layout="auto", calibration=c, **POWER_CHECK_JOB)
+        return (res.best if hasattr(res, "best") else res).tokens_per_s_per_accelerator
+
+    out, at_tdp = [], {}  # node id -> (node, its calibration, its throughput at TDP)
     for r in cross_checks():
         if POWER_CHECK_WORKLOAD not in r["workload"] or not r.get("power_limit_W"):
             continue
-        node = catalog.get(r["node_id"].split(" ")[0])
-        cal = calibrate(node)
-
-        def tps(c):
-            res = predict_job(hardware=node, layout="auto", calibration=c, **POWER_CHECK_JOB)
-            return (res.best if hasattr(res, "best") else res).tokens_per_s_per_accelerator
-
+        nid = r["node_id"].split(" ")[0]
+        if nid not in at_tdp:
+            node = catalog.get(nid)
+            cal = calibrate(node)
+            at_tdp[nid] = (node, cal, tps(node, cal))
+        node, cal, base = at_tdp[nid]
         w = float(r["power_limit_W"])
-        model = tps(cal.with_power_limit(w, node.tdp_watts, source="the check")) / tps(cal)
+        model = tps(node, cal.with_power_limit(w, node.tdp_watts, source="the check")) / base
         pub = float(r["relative_to_tdp"])
         out.append({"node": node.id, "power_limit_W": w, "tdp_W": node.tdp_watts, "model_ratio": model,
                     "published_ratio": pub, "error": model / pub - 1.0, "source": r["source"]})

@@ -262,15 +262,15 @@ def _run(*, plan: Plan, store: Store, out: Path, jobs: int, resume: bool, force:
         # an earlier run still in the plan's job ledger may, so theirs is kept)
         sweep_scratch(out, keep=_ledger_scratch(plan, store))
     digest = report_inputs_digest(report_cell) if report_cell is not None else None
+    current = report_cell is not None and _report_current(report_dir, digest)
     need_report = report_cell is not None and (
         bool(todo) or bool(adopted) or force or report_state is None or report_state["status"] != "ok"
-        or not _report_current(report_dir, digest)
+        or not current
     )
     if not todo and not adopted and not need_report:
         log(f"plan {plan.name}: nothing to do ({len(kept['done'])} cell(s) already done; --force re-runs them)")
         return RunOutcome(**outcome, nothing_to_do=True)
-    if not todo and not adopted and report_cell is not None and report_html(report_dir).exists() \
-            and not _report_current(report_dir, digest):
+    if not todo and not adopted and report_cell is not None and report_html(report_dir).exists() and not current:
         log(f"plan {plan.name}: the report's inputs changed since it was built (catalog, calibration, validation "
             "or code): rebuilding it")
 

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import csv
 import math
+import statistics
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -677,10 +678,10 @@ def narrow_over_bf16(dtype: str, published_csv: Path | None = None, catalog: Any
     key = str(published_csv or DATA_DIR / "calibration" / "published.csv")
     ratios = _narrow_ratios(dtype, key, [catalog.get(nid) for nid in sorted(catalog.ids())])
     if len(ratios) < MIN_RATIO_NODES:
-        return f, extra, "assumption: fewer than 3 nodes publish both ceilings"
-    vals = sorted(r for _, r in ratios)
-    med = float(vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2)
-    spread = (vals[-1] - vals[0]) / 2 / med
+        return f, extra, f"assumption: fewer than {MIN_RATIO_NODES} nodes publish both ceilings"
+    vals = [r for _, r in ratios]
+    med = float(statistics.median(vals))
+    spread = (max(vals) - min(vals)) / 2 / med
     listed = ", ".join(f"{n} {r:.2f}" for n, r in ratios)
     return med, spread, (f"the median of {dtype}/bf16 published ceilings as fractions of their peaks over "
                          f"{len(ratios)} nodes: {listed}; data/calibration/published.csv")

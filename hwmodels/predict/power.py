@@ -16,13 +16,13 @@ the same file are the curve's cross-checks (:func:`cross_checks`), not inputs.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from hwmodels.errors import ModelInputError
+from hwmodels.predict.calibration import _read_csv  # the '#'-commented data CSV reader, cached per path
 
 POWER_FILE = Path(__file__).resolve().parents[2] / "data" / "calibration" / "power_limit.csv"
 #: the rows that make the compute-rate curve: SM clock sustained under the limit with a compute-bound load
@@ -48,14 +48,11 @@ class PowerFactor:
 @lru_cache(maxsize=4)
 def _curves(path: str) -> dict[str, tuple[tuple[tuple[float, float], ...], str]]:
     """node id -> (((fraction of TDP, clock ratio), ...) ascending with (1, 1), source text) from the clock rows."""
-    p = Path(path)
-    if not p.exists():
+    if not Path(path).exists():
         return {}
-    with open(p, newline="") as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
     pts: dict[str, dict[float, float]] = {}
     src: dict[str, str] = {}
-    for r in rows:
+    for r in _read_csv(path):
         if r.get("metric") != CLOCK_METRIC or not r.get("power_limit_W") or not r.get("relative_to_tdp"):
             continue
         node = r["node_id"].split(" ")[0]
@@ -115,6 +112,4 @@ def cross_checks(path: Path | None = None) -> list[dict[str, str]]:
     p = path or POWER_FILE
     if not p.exists():
         return []
-    with open(p, newline="") as f:
-        return [r for r in csv.DictReader(line for line in f if not line.startswith("#"))
-                if r.get("metric") != CLOCK_METRIC]
+    return [r for r in _read_csv(str(p)) if r.get("metric") != CLOCK_METRIC]
