@@ -16,13 +16,13 @@ the same file are the curve's cross-checks (:func:`cross_checks`), not inputs.
 
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from hwmodels.errors import ModelInputError
-from hwmodels.predict.calibration import _read_csv  # the '#'-commented data CSV reader, cached per path
 
 POWER_FILE = Path(__file__).resolve().parents[2] / "data" / "calibration" / "power_limit.csv"
 #: the rows that make the compute-rate curve: SM clock sustained under the limit with a compute-bound load
@@ -43,6 +43,14 @@ class PowerFactor:
     value: float
     rel_sigma: float
     source: str
+
+
+@lru_cache(maxsize=4)
+def _read_csv(path: str) -> tuple[dict[str, str], ...]:
+    """The rows of a '#'-commented data CSV, read once per path (this module sits below calibration, which prices
+    with it, so it keeps its own reader)."""
+    with open(path, newline="") as f:
+        return tuple(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
 @lru_cache(maxsize=4)
