@@ -1776,6 +1776,47 @@ def test_the_search_returns_a_memory_safe_pick_with_the_memory_models_headroom(t
     assert {r.best.layout for r in (res, res0, resh, absent)} == {best.layout}
 
 
+def test_the_memory_safe_walk_finds_what_a_scan_at_the_smaller_capacity_finds(cat):
+    """The search walks the capacity and the memory-safe capacity side by side (one memory estimate and one step
+    time per layout for both); its pick must be the layout, time and memory a scan at the safe capacity alone
+    finds (the same layout, so the same prediction), on jobs where the fastest layout does not keep the headroom,
+    and on offload-capable nodes."""
+    from hwmodels.predict.predictor import framework_factors
+    from hwmodels.predict.search import _scan, default_global_batch, memory_safe_capacity
+
+    checked = 0
+    for model, n, hw in (("llama2-7b", 64, "h100-sxm"), ("llama3-70b", 512, "mi300x"), ("llama2-13b", 8, "b200"),
+                         ("llama3-70b", 512, "gb200-nvl72"), ("llama2-7b", 64, "tpu-v5p")):
+        spec, node = preset(model), cat.get(hw)
+        cal = calibrate(node)
+        res = search(spec, cal, hardware=hw, accelerators=n)
+        safe_cap, margin = memory_safe_capacity(node.memory_capacity_bytes)
+        assert margin is not None and res.memory_safe is not None
+        if res.memory_safe is res.best:
+            continue
+        job = dict(spec=spec, cal=cal, accelerators=n, gb=default_global_batch(spec.seq_len), seq=spec.seq_len,
+                   precision="bf16", tp=None, pp=None, sharding=None, micro_batch=None, recompute=None,
+                   factors=framework_factors(), attention="flash", interleave=None, tp_comm_overlap=False,
+                   dp_comm_overlap=True, cp=None, quantized_saves=True)
+        alone, *_ = _scan(**job, capacity=safe_cap, top=1)
+        _, lay, st = alone[0]
+        assert res.memory_safe.layout == lay, (model, hw)
+        assert res.memory_safe.memory.total == pytest.approx(st.memory.total, rel=1e-12)
+        assert st.memory.total <= safe_cap
+        checked += 1
+    assert checked >= 3
+
+
+def test_layout_evolve_is_replace_without_the_checks():
+    lay = Layout(dp=4, tp=2, pp=2, interleave=2, micro_batch=2, sharding="zero1", sequence_parallel=True)
+    for changes in ({"recompute": "full", "recompute_layers": 0.5}, {"micro_batch": 8}, {"offload_layers": 3}):
+        ev, rep = lay.evolve(**changes), replace(lay, **changes)
+        assert ev == rep and hash(ev) == hash(rep) and ev.to_dict() == rep.to_dict() and ev is not lay
+    assert lay.micro_batch == 2 and lay.recompute == "none"  # the original is untouched
+    with pytest.raises(ModelInputError, match="layout.micro_batch"):
+        replace(lay, micro_batch=0)  # replace checks; evolve is for values taken from the valid choices
+
+
 def test_memory_safe_capacity_divides_by_the_headroom(tmp_path):
     import json
 
@@ -1888,21 +1929,30 @@ def test_a_pipeline_that_needs_the_embedding_and_loss_slots_balances_the_head(ca
 
 
 def test_the_search_lower_bound_never_exceeds_the_step_it_bounds(cat):
-    """The search prunes a layout whose compute-only lower bound per sequence cannot beat its current top; the bound
-    must stay below the priced step time, with the asymmetric pipeline split too (126 layers on PP 8/16 x VP 1-8)."""
+    """The search prunes a layout whose lower bound per sequence cannot beat its current top; the bound (compute,
+    memory-bound time, the layers' exposed TP time and the bubble) must stay below the priced step time, with the
+    asymmetric pipeline split too (126 layers on PP 8/16 x VP 1-8) and with TP collectives pipelined or not."""
+    from types import SimpleNamespace
+
     from hwmodels.predict.predictor import asymmetric_split
     from hwmodels.predict.search import _lower_bound
 
     cal = calibrate(cat.get("gb200-nvl72"))
     s = preset("llama3-405b")
+    factors = SimpleNamespace(eta=0.9, comm_eff=0.8)
     seen_asym = 0
     for pp, v in ((8, 1), (8, 2), (8, 4), (8, 8), (16, 8), (18, 7), (7, 2)):
-        lay = Layout(dp=2, tp=4, pp=pp, interleave=v, micro_batch=1, sharding="zero1", recompute="none",
-                     sequence_parallel=True, precision="fp8")
-        st = step_times(s, cal, lay, global_batch=64, eta=0.9)
-        # the bound counts compute, memory-bound time and the bubble only: it must stay below even those
-        no_comm = (st.compute + st.memory_bound + st.bubble) / (st.microbatches * lay.dp * lay.micro_batch)
-        assert _lower_bound(s, cal, lay, 64, s.seq_len, 0.9, {}) <= no_comm * (1 + 1e-9), (pp, v)
+        for overlap in (False, True):
+            lay = Layout(dp=2, tp=4, pp=pp, interleave=v, micro_batch=1, sharding="zero1", recompute="none",
+                         sequence_parallel=True, precision="fp8", tp_comm_overlap=overlap)
+            st = step_times(s, cal, lay, global_batch=64, eta=0.9, comm_eff=0.8)
+            per_seq = st.microbatches * lay.dp * lay.micro_batch
+            bound = _lower_bound(s, cal, lay, 64, s.seq_len, factors, {})
+            assert bound <= st.total / per_seq * (1 + 1e-9), (pp, v, overlap)
+            # the TP collectives tighten it: fully when they sit on the critical path, by their 5% floor when not
+            free = _lower_bound(s, cal, lay, 64, s.seq_len, SimpleNamespace(eta=0.9, comm_eff=float("inf")), {})
+            assert free <= (st.compute + st.memory_bound + st.bubble) / per_seq * (1 + 1e-9)
+            assert bound > free * (1.01 if not overlap else 1.0), (pp, v, overlap)
         seen_asym += asymmetric_split(s.n_layers, pp, v)
     assert seen_asym >= 4
 

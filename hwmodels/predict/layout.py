@@ -72,6 +72,8 @@ class Layout:
     offload_layers: int = 0
 
     def __post_init__(self) -> None:
+        if self._plainly_valid():
+            return
         for f in ("dp", "tp", "pp", "cp", "interleave", "micro_batch"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -95,6 +97,31 @@ class Layout:
             raise choices_error("layout.selective_saves", self.selective_saves, SELECTIVE_SAVES)
         if self.interleave > 1 and self.pp == 1:
             raise ModelInputError("layout.interleave: needs pp > 1")
+
+    def _plainly_valid(self) -> bool:
+        """The common case in one pass (the search builds tens of thousands of layouts): every field of its exact
+        type and in range. False sends the layout through the checks that name the offending field."""
+        i = int
+        return (type(self.dp) is i and type(self.tp) is i and type(self.pp) is i and type(self.cp) is i
+                and type(self.interleave) is i and type(self.micro_batch) is i
+                and min(self.dp, self.tp, self.pp, self.cp, self.interleave, self.micro_batch) >= 1
+                and self.sharding in SHARDINGS and self.recompute in RECOMPUTE and self.precision in PRECISIONS
+                and type(self.recompute_layers) in (float, int) and 0.0 < self.recompute_layers <= 1.0
+                and type(self.offload_layers) is i and self.offload_layers >= 0
+                and type(self.sequence_parallel) is bool
+                and type(self.hybrid_shard) is bool and type(self.tp_comm_overlap) is bool
+                and type(self.dp_comm_overlap) is bool and type(self.quantized_saves) is bool
+                and self.selective_saves in SELECTIVE_SAVES and (self.interleave == 1 or self.pp > 1))
+
+    def evolve(self, **changes: Any) -> "Layout":
+        """``dataclasses.replace`` without the field checks, for the search's hot path: the caller changes fields
+        only to values taken from the valid choices (RECOMPUTE, an enumerated micro-batch, a positive offload
+        count), so the copy is as valid as ``self``."""
+        new = object.__new__(Layout)
+        d = new.__dict__
+        d.update(self.__dict__)
+        d.update(changes)
+        return new
 
     @property
     def world(self) -> int:
@@ -197,7 +224,7 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
     when given, for pp > 1).
     Micro-batch: powers of two up to ``max_micro_batch`` and the per-replica batch.
     Recompute is enumerated in order none, selective, full (the search keeps the least that fits).
-    ``group_micro=True`` yields, per (tp, pp, interleave, sharding, hybrid), the list of its layouts in
+    ``group_micro=True`` yields, per (tp, pp, interleave, sharding, hybrid), an iterator of its layouts in
     ascending micro-batch with ``recompute`` as given (the search walks recompute itself).
     Context parallelism is not searched: ``cp`` (a stated degree) divides the ranks left after TP first.
     """
@@ -233,10 +260,11 @@ def enumerate_layouts(*, accelerators: int, n_layers: int, n_heads: int, global_
             for v in vs:
                 for sh in shards:
                     for hy in (hybrids if sh in ("zero1", "shard_grad_op", "full_shard") else [False]):
-                        if group_micro:
-                            yield [Layout(dp=dp, tp=t, pp=p, interleave=v, micro_batch=mb, sharding=sh,
-                                          recompute=rcs[0] or "none", sequence_parallel=t > 1,
-                                          precision=precision, hybrid_shard=hy, cp=cp) for mb in mbs]
+                        if group_micro:  # built as walked: the search stops at the first that does not fit
+                            first = Layout(dp=dp, tp=t, pp=p, interleave=v, micro_batch=mbs[0], sharding=sh,
+                                           recompute=rcs[0] or "none", sequence_parallel=t > 1,
+                                           precision=precision, hybrid_shard=hy, cp=cp)
+                            yield (first.evolve(micro_batch=mb) if mb != mbs[0] else first for mb in mbs)
                             continue
                         for mb in mbs:
                             for rc in rcs:

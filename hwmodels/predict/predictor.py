@@ -255,7 +255,7 @@ def _grad_window_mbs(pp: int, v: int, m: int) -> float:
 def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batch: int, seq_len: int | None = None,
                attention: str = "flash", eta: float = 1.0, comm_eff: float = 1.0, overlap_cost: float = 0.0,
                memory_only: bool = False, autocast: bool = False,
-               torch_optimizer: O.TorchOptimizer | None = None) -> StepTimes:
+               torch_optimizer: O.TorchOptimizer | None = None, memory: MemoryEstimate | None = None) -> StepTimes:
     """The step model of the module docstring for one layout.
 
     ``autocast``: the step runs under bf16 autocast over fp32 parameters (the suite's own ``bf16_autocast``
@@ -265,7 +265,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     ``eta`` divides compute and memory-bound time, ``comm_eff`` every collective's time (both 1 = the
     calibrated rates as they are), ``overlap_cost`` the share of the hidden collective time (DP/FSDP, and TP with
     ``layout.tp_comm_overlap``) that the step still pays (0 = ideal overlap); the validation fits all three per
-    framework family.
+    framework family. ``memory``: the layout's :func:`layout_memory` where the caller has it already (the search).
     """
     if not 0.0 <= overlap_cost <= 1.0:
         raise ModelInputError(f"overlap_cost: must lie in [0, 1] (0 = ideal overlap, 1 = none), got {overlap_cost!r}")
@@ -273,7 +273,7 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     L, tp, pp, dp, v, mbs = spec.n_layers, layout.tp, layout.pp, layout.dp, layout.interleave, layout.micro_batch
     m = -(-global_batch // (dp * mbs))
     dps = layout.shard_degree(cal.scale_up_size)  # ranks the state is sharded over
-    mem = layout_memory(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention)
+    mem = memory or layout_memory(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention)
     model_f, hw_f = O.step_flops(spec, seq_len=seq, sequences=m * dp * mbs, recompute=layout.recompute,
                                  recompute_layers=layout.recompute_layers)
     if memory_only:

@@ -10,7 +10,9 @@ fixed). ``search_all`` runs it for every node type of a catalog.
 
 Speed: the per-layer op costs are cached per (calibration, spec, tp,
 micro-batch, recompute); a layout then costs a few arithmetic operations
-(``benchmarks/predict_speed.py``).
+(``benchmarks/predict_speed.py``). A layout whose lower bound (compute,
+memory-bound time, exposed TP collectives, bubble) cannot beat the slowest
+kept one is not priced, and the memory-safe pick is found in the same walk.
 """
 
 from __future__ import annotations
@@ -87,43 +89,75 @@ def _slower(fast: Prediction, slow: Prediction) -> float:
     return fast.tokens_per_s / slow.tokens_per_s - 1.0
 
 
-def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, eta: float,
+def _lower_bound(spec: ModelSpec, cal: Calibration, lay: Layout, gb: int, seq: int, factors: Any,
                  memo: dict, attention: str = "flash") -> float:
-    """Seconds per sequence from compute and memory-bound time and the bubble alone (no communication)."""
+    """Seconds per sequence from compute and memory-bound time, the layers' exposed TP time and the bubble alone
+    (no data-parallel, pipeline or context-parallel communication): no more than :func:`step_times` gives."""
     key = (lay.tp, lay.cp, lay.micro_batch, lay.recompute, lay.recompute_layers, lay.sequence_parallel,
            lay.precision)
     costs = memo.get(key)
     if costs is None:
-        cf, cb, mf, mb, _, af, ab = layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
-                                               lay.recompute_layers, lay.sequence_parallel, attention, lay.precision,
-                                               lay.cp)
+        cf, cb, mf, mb, tpc, af, ab = layer_cost(cal, spec, lay.tp, lay.micro_batch, seq, lay.recompute,
+                                                 lay.recompute_layers, lay.sequence_parallel, attention,
+                                                 lay.precision, lay.cp)
         hf, hb, hmf, hmb, *_ = _head_cost(cal, spec, lay.tp, lay.micro_batch, local_seq(seq, lay.cp),
                                           lay.precision)
-        costs = memo[key] = (cf + cb + mf + mb - af - ab, hf + hb + hmf + hmb, af + ab)
+        costs = memo[key] = (cf + cb + mf + mb - af - ab, hf + hb + hmf + hmb, af + ab, tpc)
+    eta = factors.eta
     layers = -(-spec.n_layers // lay.pp)
     stage = (layers * costs[0] + costs[1]) / eta + layers * costs[2]  # attention is not divided (step_times)
     if asymmetric_split(spec.n_layers, lay.pp, lay.interleave):  # the last stage runs one layer fewer (step_times)
         stage = max(layers * (costs[0] / eta + costs[2]), stage - (costs[0] / eta + costs[2]))
+    # a layer's TP collectives: all exposed, or when pipelined with the GEMMs at least 5% (step_times)
+    stage += layers * costs[3] / factors.comm_eff * (0.05 if lay.tp_comm_overlap and lay.tp > 1 else 1.0)
     m = -(-gb // (lay.dp * lay.micro_batch))
     t = stage * (m + ((lay.pp - 1) / lay.interleave if lay.pp > 1 else 0.0))
     return t / (m * lay.dp * lay.micro_batch)
+
+
+class _Walk:
+    """One capacity's walk of the scan (:func:`_scan`): the ``top`` fastest layouts fitting ``capacity`` bytes."""
+
+    __slots__ = ("capacity", "top", "scored", "kth", "considered", "fitting", "active", "found", "done",
+                 "fit_offload")
+
+    def __init__(self, capacity: float, top: int) -> None:
+        self.capacity, self.top = capacity, top
+        self.scored: list[tuple[float, Layout, Any]] = []
+        self.kth = float("inf")
+        self.considered = self.fitting = 0
+        self.active = self.found = self.done = self.fit_offload = False
+
+    def keep(self, seconds: float, lay: Layout, st: Any) -> None:
+        self.scored.append((seconds, lay, st))
+        if len(self.scored) >= self.top:
+            self.scored.sort(key=lambda x: x[0])
+            del self.scored[self.top:]
+            self.kth = self.scored[-1][0]
 
 
 def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq: int, precision: str,
           tp: int | None, pp: int | None, sharding: str | None, micro_batch: int | None, recompute: str | None,
           factors: Any, attention: str, interleave: int | None, tp_comm_overlap: bool, dp_comm_overlap: bool,
           cp: int | None, capacity: float, top: int, quantized_saves: bool, offload_layers: int = 0,
-          search_offload: bool = True,
-          memo: dict | None = None) -> tuple[list[tuple[float, Layout, Any]], int, int, Any]:
+          search_offload: bool = True, safe_capacity: float | None = None,
+          memo: dict | None = None) -> tuple[list[tuple[float, Layout, Any]], int, int, Any, list]:
     """The ``top`` fastest layouts whose memory estimate is at most ``capacity`` bytes, fastest first, as
-    (seconds per sequence, layout, StepTimes); with the count considered, the count fitting and the least-memory
-    (layout, estimate) seen. ``memo``: the per-layer costs of the lower bound, shared by scans of one job."""
-    scored: list[tuple[float, Layout, Any]] = []
-    considered = fitting = 0
+    (seconds per sequence, layout, StepTimes); with the count considered, the count fitting, the least-memory
+    (layout, estimate) seen, and, with ``safe_capacity``, the fastest layout fitting that smaller capacity (a list
+    of at most one; empty without it). ``memo``: the per-layer costs of the lower bound, shared by scans of one job.
+
+    Each (tp, pp, interleave, sharding, hybrid) is walked in ascending micro-batch and, per micro-batch, in
+    ascending recomputation (with activation offload between none and selective) up to the first layout that fits;
+    a layout whose compute-only lower bound cannot beat the slowest kept one ends its ladder, and a micro-batch at
+    which nothing fits ends the walk. The two capacities walk the same layouts side by side, each with its own
+    stopping points, so a layout's memory and step time are computed once for both."""
+    walks = [_Walk(capacity, top)] + ([_Walk(safe_capacity, 1)] if safe_capacity is not None else [])
+    main = walks[0]
     best_mem = None
     rcs = [(recompute, 1.0)] if recompute else list(RECOMPUTE_ORDER)
-    kth = float("inf")
     memo = {} if memo is None else memo
+    ladders: dict[int, list] = {}  # pipeline depth -> the (recompute, offloaded layers) rungs of its ladder
     cps = [cp] if cp else [c for c in (CP_SEARCH if seq >= CP_MIN_SEQ else (1,)) if seq % c == 0]
     bases = (b for c in cps
              for b in enumerate_layouts(accelerators=accelerators, n_layers=spec.n_layers, n_heads=spec.n_heads,
@@ -132,7 +166,12 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
                                         group_micro=True, interleave=interleave, cp=c))
     for base in bases:
         # base: the layouts of one (tp, pp, interleave, sharding, hybrid) in ascending micro-batch
+        for w in walks:
+            w.active = True
         for lay0 in base:
+            live = [w for w in walks if w.active]
+            if not live:
+                break  # a larger micro-batch needs more memory still
             if (tp_comm_overlap and lay0.tp > 1) or not dp_comm_overlap or not quantized_saves:
                 lay0 = replace(lay0, tp_comm_overlap=tp_comm_overlap and lay0.tp > 1, dp_comm_overlap=dp_comm_overlap,
                                quantized_saves=quantized_saves)
@@ -140,49 +179,67 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
                 if offload_layers >= spec.n_layers / lay0.pp:
                     break  # a stage this short cannot offload that many layers (memory.offloaded_layers)
                 lay0 = replace(lay0, offload_layers=offload_layers)
-            found = False
-            # with a host link and no stated offload or recompute, offloading some layers' activations (recompute
-            # none) is tried between no recomputation and recomputation: each ladder is walked to its first fit
-            offs = (_offload_ladder(spec.n_layers / lay0.pp) if search_offload and offload_layers == 0
-                    and recompute is None and cal.host_link is not None else [])
-            cands = [(rcs[0], 0)] + [(rcs[0], k) for k in offs] + [(rc, 0) for rc in rcs[1:]]
-            fit_offload = False
+            for w in live:
+                w.found = w.done = w.fit_offload = False
+            cands = ladders.get(lay0.pp)
+            if cands is None:
+                # with a host link and no stated offload or recompute, offloading some layers' activations
+                # (recompute none) is tried between no recomputation and recomputation: each ladder is walked to
+                # its first fit
+                offs = (_offload_ladder(spec.n_layers / lay0.pp) if search_offload and offload_layers == 0
+                        and recompute is None and cal.host_link is not None else [])
+                cands = ladders[lay0.pp] = ([(rcs[0], 0)] + [(rcs[0], k) for k in offs]
+                                            + [(rc, 0) for rc in rcs[1:]])
             for rc, k in cands:
-                if k and fit_offload:
-                    continue  # the first offload that fits is the cheapest of its ladder
-                considered += 1
-                lay = lay0 if rc == (lay0.recompute, lay0.recompute_layers) else replace(
-                    lay0, recompute=rc[0], recompute_layers=rc[1])
-                if k:
-                    lay = replace(lay, offload_layers=k)
-                if len(scored) >= top:
-                    # compute-only lower bound per sequence: communication can only add to it
-                    bound = _lower_bound(spec, cal, lay, gb, seq, factors.eta, memo, attention)
-                    if bound >= kth:
-                        found = True  # cannot tell whether it fits; larger micro-batches may still be faster
+                # the first offload that fits is the cheapest of its ladder
+                walking = [w for w in live if not w.done and not (k and w.fit_offload)]
+                if not walking:
+                    if all(w.done for w in live):
                         break
-                mem = layout_memory(spec, cal, lay, global_batch=gb, seq_len=seq, attention=attention)
-                if best_mem is None or mem.total < best_mem[1].total:
-                    best_mem = (lay, mem)
-                if mem.total > capacity:
                     continue
-                fitting += 1
-                found = True
-                st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=factors.eta,
-                                comm_eff=factors.comm_eff, overlap_cost=factors.overlap_cost, attention=attention)
-                scored.append((st.total / (st.microbatches * lay.dp * lay.micro_batch), lay, st))
-                if len(scored) >= top:
-                    scored.sort(key=lambda x: x[0])
-                    del scored[top:]
-                    kth = scored[-1][0]
+                lay = lay0 if rc == (lay0.recompute, lay0.recompute_layers) else lay0.evolve(
+                    recompute=rc[0], recompute_layers=rc[1])
                 if k:
-                    fit_offload = True  # an offload fits: recomputation is tried too, and the faster kept
+                    lay = lay.evolve(offload_layers=k)
+                bound = None
+                pending = []
+                for w in walking:
+                    w.considered += 1
+                    if len(w.scored) >= w.top:
+                        # compute-only lower bound per sequence: communication can only add to it
+                        if bound is None:
+                            bound = _lower_bound(spec, cal, lay, gb, seq, factors, memo, attention)
+                        if bound >= w.kth:
+                            w.found = w.done = True  # cannot tell whether it fits; larger micro-batches may be faster
+                            continue
+                    pending.append(w)
+                if not pending:
                     continue
-                break  # more recomputation only adds time
-            if not found:
-                break  # a larger micro-batch needs more memory still
-    scored.sort(key=lambda x: x[0])
-    return scored, considered, fitting, best_mem
+                mem = layout_memory(spec, cal, lay, global_batch=gb, seq_len=seq, attention=attention)
+                if pending[0] is main and (best_mem is None or mem.total < best_mem[1].total):
+                    best_mem = (lay, mem)
+                st = None
+                for w in pending:
+                    if mem.total > w.capacity:
+                        continue
+                    w.fitting += 1
+                    w.found = True
+                    if st is None:
+                        st = step_times(spec, cal, lay, global_batch=gb, seq_len=seq, eta=factors.eta,
+                                        comm_eff=factors.comm_eff, overlap_cost=factors.overlap_cost,
+                                        attention=attention, memory=mem)
+                    w.keep(st.total / (st.microbatches * lay.dp * lay.micro_batch), lay, st)
+                    if k:
+                        w.fit_offload = True  # an offload fits: recomputation is tried too, and the faster kept
+                    else:
+                        w.done = True  # more recomputation only adds time
+            for w in live:
+                if not w.found:
+                    w.active = False
+    for w in walks:
+        w.scored.sort(key=lambda x: x[0])
+    safe = walks[1].scored if len(walks) > 1 else []
+    return main.scored, main.considered, main.fitting, best_mem, safe
 
 
 def _offload_ladder(stage_layers: float) -> list[int]:
@@ -235,7 +292,9 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                attention=attention, interleave=interleave, tp_comm_overlap=tp_comm_overlap,
                dp_comm_overlap=dp_comm_overlap, cp=cp, quantized_saves=quantized_saves,
                offload_layers=offload_layers, search_offload=search_offload, memo={})
-    scored, considered, fitting, best_mem = _scan(**job, capacity=cap, top=top)
+    safe_cap, margin = memory_safe_capacity(cap, memory_error_path) if memory_safe else (cap, None)
+    scored, considered, fitting, best_mem, alt = _scan(**job, capacity=cap, top=top,
+                                                       safe_capacity=safe_cap if margin is not None else None)
     if not scored:
         return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem)
 
@@ -250,28 +309,24 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     note = search_optimism(error_path)
     if note:
         preds = [replace(p, notes=p.notes + (note,)) for p in preds]
-    safe, margin = None, None
-    if memory_safe:
-        safe_cap, margin = memory_safe_capacity(cap, memory_error_path)
-        if margin is not None:
-            if scored[0][2].memory.total <= safe_cap:
-                safe = preds[0]
-            else:
-                alt, *_ = _scan(**job, capacity=safe_cap, top=1)
-                if alt:
-                    safe = priced(alt[0][1], alt[0][2])
-                    safe = replace(safe, notes=safe.notes + (
-                        f"memory-safe pick: fits even with {margin:.0%} more memory than estimated (the memory "
-                        f"model's held-out q90 error); the fastest layout ({preds[0].layout.label()}, "
-                        f"{preds[0].memory_per_accelerator_GiB:.1f} GiB) is {_slower(preds[0], safe):.1%} faster by "
-                        "the model but its fit is not settled",))
-            if safe is not preds[0]:
-                what = ("no layout of this job fits with that headroom" if safe is None
-                        else f"the fastest that does ({safe.layout.label()}, {safe.memory_per_accelerator_GiB:.1f} "
-                             f"GiB) is {_slower(preds[0], safe):.1%} slower by the model")
-                preds[0] = replace(preds[0], notes=preds[0].notes + (
-                    f"memory-safe alternative: this layout does not fit with the memory model's held-out q90 error "
-                    f"({margin:.0%}) as headroom; {what}",))
+    safe = None
+    if margin is not None:  # memory_safe with a memory validation file
+        if scored[0][2].memory.total <= safe_cap:
+            safe = preds[0]
+        elif alt:
+            safe = priced(alt[0][1], alt[0][2])
+            safe = replace(safe, notes=safe.notes + (
+                f"memory-safe pick: fits even with {margin:.0%} more memory than estimated (the memory "
+                f"model's held-out q90 error); the fastest layout ({preds[0].layout.label()}, "
+                f"{preds[0].memory_per_accelerator_GiB:.1f} GiB) is {_slower(preds[0], safe):.1%} faster by "
+                "the model but its fit is not settled",))
+        if safe is not preds[0]:
+            what = ("no layout of this job fits with that headroom" if safe is None
+                    else f"the fastest that does ({safe.layout.label()}, {safe.memory_per_accelerator_GiB:.1f} "
+                         f"GiB) is {_slower(preds[0], safe):.1%} slower by the model")
+            preds[0] = replace(preds[0], notes=preds[0].notes + (
+                f"memory-safe alternative: this layout does not fit with the memory model's held-out q90 error "
+                f"({margin:.0%}) as headroom; {what}",))
     return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
                         cheapest=preds[0] if usd_per_accelerator_hour is not None else None,
                         memory_safe=safe, memory_margin=margin)
