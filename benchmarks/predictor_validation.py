@@ -900,6 +900,9 @@ PROSPECTIVE = {"a840a7a": (
     ),
     # set 28: AXLearn's Fuji-70B-v2 step times on TPU v6e and H100, predicted in 4f6752a
     "4f6752a": ("axlearn-fuji70bv2-v6e256", "axlearn-fuji70bv2-v6e256x4", "axlearn-fuji70bv2-p5-512"),
+    # set 29: Llama 3.1 405B fp8 on 128 GB200 (dgxc-benchmarking v25.10) and Llama 3.1 70B on a v6e-256 (tpu-recipes
+    # MaxText at 9f084a3), predicted in 43dab7e
+    "43dab7e": ("dgxc-v2510-llama31-405b-fp8cs-gb200-128", "tpurecipes-maxtext-llama31-70b-v6e256-gbs1024"),
 }
 
 
@@ -908,7 +911,7 @@ PROSPECTIVE = {"a840a7a": (
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
-                               "9c547db", "704726f", "d430fed", "4f6752a")
+                               "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
