@@ -56,6 +56,7 @@ import numpy as np
 from hwmodels.catalog import MODES, RENT_MODES, Catalog, NodeType
 from hwmodels.csvio import BadRows, first_line, read_csv
 from hwmodels.errors import ModelInputError, choices_error
+from hwmodels.results import t_quantile
 from hwmodels.units import HOURS_PER_YEAR
 
 DEFAULT_REL = 0.10  # +/- range when a measured input has no noise estimate (stated assumption)
@@ -119,10 +120,8 @@ def mean_interval(values, level: float = 0.9, *, noise_floor_cv: float = DEFAULT
     m = float(lv.mean())
     r = int(v.size)
     if r >= 3:
-        from scipy import stats
-
         s = float(lv.std(ddof=1))
-        q = float(stats.t.ppf((1 + level) / 2, r - 1))
+        q = t_quantile((1 + level) / 2, r - 1)
         half = q * s / math.sqrt(r)
         how = f"{r} repeats: Student t ({r - 1} dof) on log values"
         sig = s

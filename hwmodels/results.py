@@ -61,11 +61,13 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def t_quantile(q: float, dof: float) -> float:
-    from scipy import stats
+    """Student t quantile (the normal one for infinite or non-positive ``dof``): ``scipy.special``'s inverse CDFs,
+    the functions ``scipy.stats`` evaluates, without importing ``scipy.stats`` (about 0.6 s, every CLI call)."""
+    from scipy import special
 
     if not math.isfinite(dof) or dof <= 0:
-        return float(stats.norm.ppf(q))
-    return float(stats.t.ppf(q, dof))
+        return float(special.ndtri(q))
+    return float(special.stdtrit(dof, q))
 
 
 def check_alpha(alpha: float, field_name: str = "alpha") -> float:

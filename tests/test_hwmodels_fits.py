@@ -348,3 +348,15 @@ def _v100_dict_with_peak(tflops, d):
         "pricing": {m: {"available": False, "source": "not priced in this test"}
                     for m in ("on_demand", "reserved", "spot", "on_prem")},
     }
+
+
+def test_t_quantile_matches_the_tabulated_student_t_and_normal_quantiles():
+    """Without scipy.stats: t(0.975, 1) = 12.706, t(0.975, 10) = 2.228, t(0.95, 30) = 1.697 (standard tables); the
+    normal 0.975 quantile 1.960 for infinite or non-positive dof; symmetric about 0.5."""
+    from hwmodels.results import t_quantile
+
+    assert t_quantile(0.975, 1) == pytest.approx(12.706, abs=1e-3)
+    assert t_quantile(0.975, 10) == pytest.approx(2.228, abs=1e-3)
+    assert t_quantile(0.95, 30) == pytest.approx(1.697, abs=1e-3)
+    assert t_quantile(0.975, math.inf) == pytest.approx(1.960, abs=1e-3) == t_quantile(0.975, 0)
+    assert t_quantile(0.05, 7) == pytest.approx(-t_quantile(0.95, 7))
