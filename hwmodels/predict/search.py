@@ -149,8 +149,8 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
 
     Each (tp, pp, interleave, sharding, hybrid) is walked in ascending micro-batch and, per micro-batch, in
     ascending recomputation (with activation offload between none and selective) up to the first layout that fits;
-    a layout whose compute-only lower bound cannot beat the slowest kept one ends its ladder, and a micro-batch at
-    which nothing fits ends the walk. The two capacities walk the same layouts side by side, each with its own
+    a layout whose lower bound (:func:`_lower_bound`) cannot beat the slowest kept one ends its ladder, and a
+    micro-batch at which nothing fits ends the walk. The two capacities walk the same layouts side by side, each with its own
     stopping points, so a layout's memory and step time are computed once for both."""
     walks = [_Walk(capacity, top)] + ([_Walk(safe_capacity, 1)] if safe_capacity is not None else [])
     main = walks[0]
@@ -206,7 +206,7 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
                 for w in walking:
                     w.considered += 1
                     if len(w.scored) >= w.top:
-                        # compute-only lower bound per sequence: communication can only add to it
+                        # a lower bound per sequence: the DP, PP and CP communication left out can only add to it
                         if bound is None:
                             bound = _lower_bound(spec, cal, lay, gb, seq, factors, memo, attention)
                         if bound >= w.kth:
