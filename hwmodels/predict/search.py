@@ -150,8 +150,8 @@ def _scan(*, spec: ModelSpec, cal: Calibration, accelerators: int, gb: int, seq:
     Each (tp, pp, interleave, sharding, hybrid) is walked in ascending micro-batch and, per micro-batch, in
     ascending recomputation (with activation offload between none and selective) up to the first layout that fits;
     a layout whose lower bound (:func:`_lower_bound`) cannot beat the slowest kept one ends its ladder, and a
-    micro-batch at which nothing fits ends the walk. The two capacities walk the same layouts side by side, each with its own
-    stopping points, so a layout's memory and step time are computed once for both."""
+    micro-batch at which nothing fits ends the walk. The two capacities walk the same layouts side by side, each
+    with its own stopping points, so a layout's memory and step time are computed once for both."""
     walks = [_Walk(capacity, top)] + ([_Walk(safe_capacity, 1)] if safe_capacity is not None else [])
     main = walks[0]
     best_mem = None
