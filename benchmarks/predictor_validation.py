@@ -903,6 +903,10 @@ PROSPECTIVE = {"a840a7a": (
     # set 29: Llama 3.1 405B fp8 on 128 GB200 (dgxc-benchmarking v25.10) and Llama 3.1 70B on a v6e-256 (tpu-recipes
     # MaxText at 9f084a3), predicted in 43dab7e
     "43dab7e": ("dgxc-v2510-llama31-405b-fp8cs-gb200-128", "tpurecipes-maxtext-llama31-70b-v6e256-gbs1024"),
+    # set 30: MLPerf Llama 3.1 8B on one node of B300 (Supermicro v5.1), MI325X and MI350X (MiTAC v6.0) and MI355X
+    # (Supermicro v6.0), predicted in 683cbf4
+    "683cbf4": ("mlperf51-supermicro-b300-llama3-8b-g16", "mlperf60-mitac-mi325x-llama3-8b-g32",
+                "mlperf60-supermicro-mi355x-llama3-8b-g32-fp4", "mlperf60-mitac-mi350x-llama3-8b-g32-fp4"),
 }
 
 
@@ -911,7 +915,7 @@ PROSPECTIVE = {"a840a7a": (
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
-                               "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e")
+                               "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
