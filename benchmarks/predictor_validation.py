@@ -331,6 +331,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
         fixed = all(x is not None for x in (tp, pp, mb, sh, rc)) and (not dp or dp * (tp or 1) * (pp or 1) * cp == n)
         lay = None
         least_mem = None
+        least_lay = None  # the least-memory layout with the stated fields where none fits (the CLI prices that one)
         safe_kind, safe_lay = "stated", None  # the memory-safe pick of a searched row (search.memory_safe)
         t0 = time.perf_counter()
         if fixed:
@@ -385,7 +386,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                 # the published run ran, the memory model says no layout with its stated fields fits: a miss of
                 # the memory model, scored below on the least-memory layout; the step time is still predicted, on
                 # the fastest layout with the stated fields when memory is not a constraint
-                least_mem = min(least, key=lambda lm: lm[1].total)[1] if least else None
+                least_lay, least_mem = min(least, key=lambda lm: lm[1].total) if least else (None, None)
                 res = find(dataclasses.replace(cal, memory_capacity_bytes=math.inf), sh)
                 if res.best is not None:
                     notes.append(f"{rid}: no layout with the stated fields fits the memory model; predicted on the "
@@ -410,7 +411,7 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
                         gb=gb, n=n, target=target, tkind=tkind, searched=not fixed, peak=peak, fpt=fpt,
                         source=r["source"].split(" ")[0][:80], search_s=time.perf_counter() - t0,
                         fits=bool(mem.fits), mem_GiB=mem.total / 2**30, cap_GiB=cal.memory_capacity_bytes / 2**30,
-                        safe_kind=safe_kind, safe_layout=safe_lay, fit=fit))
+                        safe_kind=safe_kind, safe_layout=safe_lay, fit=fit, least_layout=least_lay))
     return out, skipped
 
 
@@ -494,6 +495,27 @@ def memory_safe_report(preds: list[dict], loo: np.ndarray, g: int) -> dict:
         "searched_safe_median_signed": float(np.median(safe_err)) if safe_err else None,
         "searched_safe": quantiles(safe_err), "searched_best": quantiles(best_err),
         "safe_slower_median": float(np.median(slow)) if slow else None}
+
+
+def unfit_rule_report(preds: list[dict], loo: np.ndarray, g: int) -> dict:
+    """The rows whose stated fields leave no layout that fits the memory model (a run that ran: a miss of the memory
+    model) scored both ways: on the fastest layout ignoring memory (what this validation scores) and on the
+    least-memory layout (what ``hweval predict`` prices when nothing fits: ``SearchResult.smallest_memory``). The
+    second error is the row's leave-one-row-out error times the least-memory layout's throughput over the fastest
+    one's, both at grid point ``g`` (the all-rows framework-unknown fit), as :func:`memory_safe_report`."""
+    rows = {}
+    for i, p in enumerate(preds):
+        if p.get("least_layout") is None:
+            continue
+        ratio = tps_at(p, p["least_layout"], g) / tps_at(p, p["layout"], g)
+        rows[p["id"]] = {"fastest_ignoring_memory": float(loo[i]), "least_memory": float((1 + loo[i]) * ratio - 1),
+                         "fastest_layout": p["layout"].label(), "least_memory_layout": p["least_layout"].label()}
+    fast = [abs(r["fastest_ignoring_memory"]) for r in rows.values()]
+    least = [abs(r["least_memory"]) for r in rows.values()]
+    return {"method": unfit_rule_report.__doc__.split("\n\n")[0].replace("\n    ", " "),
+            "n": len(rows), "rows": rows,
+            "median_abs_fastest_ignoring_memory": float(np.median(fast)) if fast else None,
+            "median_abs_least_memory": float(np.median(least)) if least else None}
 
 
 #: Rows collected after the predictor's code was last changed (a prospective test: the model could not have been
@@ -1613,6 +1635,7 @@ def main(argv: list[str] | None = None) -> int:
         "known_hardware_band": known_hardware_band(preds, loho_stack, nsb),
         "framework_stated_band": framework_stated_band(preds, loho),
         "memory_safe": memory_safe_report(preds, loo, k_all),
+        "unfit_rule": unfit_rule_report(preds, loo, k_all),
         "power_limit_check": (plc := power_limit_check(catalog)),
         "memory_fit": {
             "method": "every published run ran, so its layout fits: the memory model's estimate for the row's layout "
@@ -1757,6 +1780,13 @@ def main(argv: list[str] | None = None) -> int:
                  f"{ms['safe_slower_median'] or 0:.1%} slower" if ms["searched_best_median_signed"] is not None else ""))
         print("published layouts that fit and keep a headroom of " + ", ".join(
             f"+{float(m):.0%}: {k}" for m, k in ms["published_within_headroom"].items()) + f" (of {ms['published_layouts_fitting']})")
+    ur = report["unfit_rule"]
+    if ur["n"]:
+        print(f"no layout with the stated fields fits ({ur['n']} rows): LOO |error| median "
+              f"{ur['median_abs_fastest_ignoring_memory']:.1%} on the fastest layout ignoring memory (scored here), "
+              f"{ur['median_abs_least_memory']:.1%} on the least-memory one (what hweval predict prices); "
+              + ", ".join(f"{k} {v['fastest_ignoring_memory']:+.1%} / {v['least_memory']:+.1%}"
+                          for k, v in ur["rows"].items()))
     print(f"memory model: {mf['predicted_to_fit']}/{mf['rows']} published runs predicted to fit; of the {len(over)} "
           f"that do not, {near} are within 15% of capacity; largest: " + "; ".join(
               f"{m['row']} {m['memory_GiB']:.0f} > {m['capacity_GiB']:.0f} GiB" for _, m in over[:5]))
