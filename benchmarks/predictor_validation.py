@@ -512,7 +512,7 @@ def unfit_rule_report(preds: list[dict], loo: np.ndarray, g: int) -> dict:
                          "fastest_layout": p["layout"].label(), "least_memory_layout": p["least_layout"].label()}
     fast = [abs(r["fastest_ignoring_memory"]) for r in rows.values()]
     least = [abs(r["least_memory"]) for r in rows.values()]
-    return {"method": unfit_rule_report.__doc__.split("\n\n")[0].replace("\n    ", " "),
+    return {"method": method_of(unfit_rule_report),
             "n": len(rows), "rows": rows,
             "median_abs_fastest_ignoring_memory": float(np.median(fast)) if fast else None,
             "median_abs_least_memory": float(np.median(least)) if least else None}
