@@ -72,8 +72,6 @@ class Layout:
     offload_layers: int = 0
 
     def __post_init__(self) -> None:
-        if self._plainly_valid():
-            return
         for f in ("dp", "tp", "pp", "cp", "interleave", "micro_batch"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -97,21 +95,6 @@ class Layout:
             raise choices_error("layout.selective_saves", self.selective_saves, SELECTIVE_SAVES)
         if self.interleave > 1 and self.pp == 1:
             raise ModelInputError("layout.interleave: needs pp > 1")
-
-    def _plainly_valid(self) -> bool:
-        """The common case in one pass (the search builds tens of thousands of layouts): every field of its exact
-        type and in range. False sends the layout through the checks that name the offending field."""
-        i = int
-        return (type(self.dp) is i and type(self.tp) is i and type(self.pp) is i and type(self.cp) is i
-                and type(self.interleave) is i and type(self.micro_batch) is i
-                and min(self.dp, self.tp, self.pp, self.cp, self.interleave, self.micro_batch) >= 1
-                and self.sharding in SHARDINGS and self.recompute in RECOMPUTE and self.precision in PRECISIONS
-                and type(self.recompute_layers) in (float, int) and 0.0 < self.recompute_layers <= 1.0
-                and type(self.offload_layers) is i and self.offload_layers >= 0
-                and type(self.sequence_parallel) is bool
-                and type(self.hybrid_shard) is bool and type(self.tp_comm_overlap) is bool
-                and type(self.dp_comm_overlap) is bool and type(self.quantized_saves) is bool
-                and self.selective_saves in SELECTIVE_SAVES and (self.interleave == 1 or self.pp > 1))
 
     def evolve(self, **changes: Any) -> "Layout":
         """``dataclasses.replace`` without the field checks, for the search's hot path: the caller changes fields

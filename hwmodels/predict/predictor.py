@@ -273,7 +273,8 @@ def step_times(spec: ModelSpec, cal: Calibration, layout: Layout, *, global_batc
     L, tp, pp, dp, v, mbs = spec.n_layers, layout.tp, layout.pp, layout.dp, layout.interleave, layout.micro_batch
     m = -(-global_batch // (dp * mbs))
     dps = layout.shard_degree(cal.scale_up_size)  # ranks the state is sharded over
-    mem = memory or layout_memory(spec, cal, layout, global_batch=global_batch, seq_len=seq, attention=attention)
+    mem = memory if memory is not None else layout_memory(spec, cal, layout, global_batch=global_batch, seq_len=seq,
+                                                          attention=attention)
     model_f, hw_f = O.step_flops(spec, seq_len=seq, sequences=m * dp * mbs, recompute=layout.recompute,
                                  recompute_layers=layout.recompute_layers)
     if memory_only:
