@@ -1245,7 +1245,7 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     used = {(o.node, o.pricing) for o in opts}
     stale = tuple(f"{n} {md}: as of {cat.get(n).pricing[md].as_of or 'undated'}" for n, md in sorted(used)
                   if cat.get(n).pricing[md].stale(today))
-    from hwmodels.predict.predictor import ERROR_FILE, loho_section, stated_prior_band
+    from hwmodels.predict.predictor import ERROR_FILE, family_band_ratio, loho_section, stated_prior_band
 
     err = {}
     try:
@@ -1294,7 +1294,8 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
     fs = (err.get("framework_stated_band") or {}).get("known") or {}
     if jb is not None and jb.framework and isinstance(fs.get("prior_band_rel"), (int, float)):
         fam = ((err.get("framework_efficiency") or {}).get("per_family") or {}).get(jb.framework) or {}
-        bands = [v["band_rel"] for v in (fs.get("per_hardware") or {}).values()
+        ratio, _ = family_band_ratio(err, jb.framework)
+        bands = [v["band_rel"] * ratio for v in (fs.get("per_hardware") or {}).values()
                  if isinstance(v.get("band_rel"), (int, float))]
         cov = (fs.get("held_out_source_coverage") or {}).get("mean_group_covered")
         eta = fam.get("eta", float("nan"))
@@ -1302,8 +1303,10 @@ def analyze(*, store: Store | str | Path | None = None, plan: str | None = None,
                        f"factors fitted on its {fam.get('rows', '?')} published runs (eta {eta:.2f}) "
                        f"and no software-stack factor, and carries the bands validated that way, "
                        + (f"+/-{min(bands):.0%} to +/-{max(bands):.0%} " if bands else "")
-                       + f"(a hardware type without published rows: +/-{stated_prior_band(err):.0%}, no narrower "
-                         f"than with the framework unknown)"
+                       + (f"(x{ratio:.2f}: {jb.framework}'s factors carried worse to other hardware than those bands "
+                          f"allow; " if ratio > 1 else "(")
+                       + f"a hardware type without published rows: +/-{stated_prior_band(err, jb.framework):.0%}, no "
+                         f"narrower than with the framework unknown)"
                        + (f", which held {cov:.0%} of a held-out publication's rows" if isinstance(cov, (int, float))
                           else ""))
         pfs = (err.get("prospective_coverage") or {}).get("framework_stated") or {}

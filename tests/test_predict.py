@@ -770,17 +770,92 @@ def test_framework_stated_band_is_the_same_ladder_on_the_family_scored_errors():
     preds, unknown = [], []
     for h in ("a", "b", "c"):
         for g in range(3):
-            preds += [{"hw": h, "source": f"{h}-src{g}"}] * 20
+            preds += [{"hw": h, "source": f"{h}-src{g}", "fam": "f"}] * 20
             unknown += list(rng.normal(0, 0.25, 20))
     unknown = np.array(unknown)
     stated = unknown * 0.5  # the family factors take half of each row's error away
     fs = V.framework_stated_band(preds, stated)
     nb = V.never_seen_band(preds, stated)
     assert fs["never_seen"] == nb and fs["known"] == V.known_hardware_band(preds, stated, nb)
+    assert fs["per_family"] == V.family_band_ratio(preds, stated, fs["known"])
     wide = V.known_hardware_band(preds, unknown, V.never_seen_band(preds, unknown))
     assert fs["known"]["prior_band_rel"] < wide["prior_band_rel"]
     for h in ("a", "b", "c"):
         assert fs["known"]["per_hardware"][h]["band_rel"] < wide["per_hardware"][h]["band_rel"]
+
+
+def test_family_band_ratio_widens_only_the_families_whose_factors_carry_badly():
+    """family_band_ratio: a family's ratio is the q90 of its rows' |error| over their hardware's band, pooled with 1
+    at the ladder's k and never below 1; a family erring as its hardware's band allows stays near 1 (its hardware's
+    error is in that band already); with the ratio the held-out (hardware, source, family) groups are held at the
+    level."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    rng = np.random.default_rng(5)
+    preds, errs, groups = [], [], []
+    for h in "abc":
+        for fam, n_src, sd in (("calm", 4, 0.08), ("wild", 2, 0.4)):
+            for g in range(n_src):
+                preds += [{"hw": h, "source": f"{h}-{fam}{g}", "fam": fam}] * 10
+                errs += list(rng.normal(0, sd, 10))
+                groups.append({"hardware": h, "source": f"{h}-{fam}{g}", "band_rel": 0.2})
+    errs = np.clip(np.array(errs), -0.9, None)
+    known = {"prior_band_rel": 0.5, "per_hardware": {h: {"n": 60, "band_rel": 0.2} for h in "abc"},
+             "held_out_source_coverage": {"groups": groups}}
+    fr = V.family_band_ratio(preds, errs, known)
+    assert fr["met"] and fr["k"] in V.KNOWN_BAND_K and fr["held_out_source_coverage"]["groups"] == 18
+    assert fr["held_out_source_coverage"]["mean_group_covered"] >= 0.9
+    assert fr["tried"][0]["k"] == 0.0
+    wild = np.array([p["fam"] == "wild" for p in preds])
+    calm, wi = fr["per_family"]["calm"], fr["per_family"]["wild"]
+    assert wi["own_ratio"] == pytest.approx(np.quantile(np.abs(errs[wild]) / 0.2, 0.9))
+    assert calm["own_ratio"] < 1.0 and calm["ratio"] == 1.0  # never narrowed
+    assert wi["ratio"] == pytest.approx(V._family_ratio(wi["own_ratio"], 6, fr["k"])) and wi["ratio"] > 2.0
+    assert wi["held_out_rows_covered"] >= 0.75 and calm["held_out_rows_covered"] >= 0.95
+    # a family on one noisy hardware only, erring as its hardware's band allows, keeps a ratio near 1
+    solo = [{"hw": "d", "source": f"d{g}", "fam": "solo"} for g in range(3) for _ in range(10)]
+    e2 = np.clip(rng.normal(0, 0.3, 30), -0.9, None)
+    k2 = {"prior_band_rel": 0.5, "per_hardware": {"d": {"n": 30, "band_rel": 0.5}},
+          "held_out_source_coverage": {"groups": [{"hardware": "d", "source": f"d{g}", "band_rel": 0.5}
+                                                  for g in range(3)]}}
+    assert V.family_band_ratio(solo, e2, k2)["per_family"]["solo"]["ratio"] < 1.2
+    assert V._family_ratio(0.5, 10, 0.0) == 1.0 and V._family_ratio(2.0, 1, 0.0) == pytest.approx(2.0)
+    assert V._family_ratio(2.0, 1, 3.0) == pytest.approx(math.sqrt((4 + 3) / 4))
+
+
+def test_stated_family_band_carries_the_family_ratio(tmp_path):
+    """held_out_error with a stated family multiplies its hardware's stated band by the family's ratio above 1,
+    saying so; a family at 1, an unmet ladder or a file without per_family leave the band as it was; a type without
+    rows carries the larger of the stated prior times the ratio and the framework-unknown prior."""
+    import json
+
+    from hwmodels.predict.predictor import family_band_ratio, held_out_error, stated_prior_band
+
+    kb = {"level": 0.9, "k": 16, "prior_quantile": 0.95, "prior_band_rel": 0.37,
+          "per_hardware": {"b200": {"n": 40, "source_groups": 7, "own_q": 0.18, "band_rel": 0.33}}}
+    fs = {"level": 0.9, "k": 8, "prior_quantile": 0.93, "prior_band_rel": 0.30,
+          "per_hardware": {"b200": {"n": 40, "source_groups": 7, "own_q": 0.12, "band_rel": 0.19}}}
+    per = {"level": 0.9, "k": 2.0, "met": True, "held_out_source_coverage": {"mean_group_covered": 0.91},
+           "per_family": {"megatron": {"n": 300, "source_groups": 20, "own_q": 0.1, "own_ratio": 0.5, "ratio": 1.0},
+                          "torchtitan": {"n": 30, "source_groups": 5, "own_q": 0.6, "own_ratio": 2.2,
+                                         "ratio": 2.0}}}
+    fam = {"framework_efficiency": {"eta": 0.8, "comm_eff": 1.0, "overlap_cost": 0.0, "per_family": {
+        f: {"eta": 0.8, "comm_eff": 1.0, "overlap_cost": 0.0, "rows": 30} for f in ("megatron", "torchtitan")}}}
+    p = tmp_path / "err.json"
+    e = {**fam, "known_hardware_band": kb, "framework_stated_band": {"known": fs, "per_family": per}}
+    p.write_text(json.dumps(e))
+    rel, how = held_out_error("b200", p, "torchtitan")
+    assert rel == pytest.approx(0.38) and "x2.00 for torchtitan" in how and "2.20" in how and "91%" in how
+    rel, how = held_out_error("b200", p, "megatron")
+    assert rel == pytest.approx(0.19) and "per_family" not in how
+    assert family_band_ratio(e, "megatron") == (1.0, "") and family_band_ratio(e, None) == (1.0, "")
+    assert stated_prior_band(e, "torchtitan") == pytest.approx(0.60)
+    assert stated_prior_band(e, "megatron") == pytest.approx(0.37)  # the framework-unknown prior is wider
+    rel, how = held_out_error("mi400", p, "torchtitan")
+    assert rel == pytest.approx(0.60) and "times the family's ratio: +-60.0%" in how
+    unmet = {**e, "framework_stated_band": {"known": fs, "per_family": {**per, "met": False}}}
+    assert family_band_ratio(unmet, "torchtitan")[0] == 1.0
+    assert family_band_ratio({**e, "framework_stated_band": {"known": fs}}, "torchtitan")[0] == 1.0
 
 
 def test_interval_reads_the_known_hardware_band(tmp_path):

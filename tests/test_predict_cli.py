@@ -253,8 +253,13 @@ def test_framework_option_and_column_price_the_family_with_its_band(cli, tmp_pat
     assert "framework_stated_band" in slow["interval"]["method"]
     band = err["framework_stated_band"]["known"]["per_hardware"]["h100-sxm"]["band_rel"]
     assert band < err["known_hardware_band"]["per_hardware"]["h100-sxm"]["band_rel"]
-    assert slow["interval"]["relative"] < unk["interval"]["relative"]
-    assert slow["interval"]["relative"] >= band  # the calibration term is added in quadrature
+    ratio = {f: err["framework_stated_band"]["per_family"]["per_family"][f]["ratio"] for f in (lo, hi)}
+    assert ratio["megatron"] == 1.0 and ratio["torchtitan"] > 1.0  # torchtitan's factors carry worse: wider
+    for p_, f in ((slow, lo), (fast, hi)):
+        assert p_["interval"]["relative"] >= band * ratio[f]  # the calibration term is added in quadrature
+        assert p_["interval"]["relative"] < band * ratio[f] + 0.1
+    meg = slow if lo == "megatron" else fast
+    assert meg["interval"]["relative"] < unk["interval"]["relative"]
     p = tmp_path / "s.csv"
     p.write_text("hardware,accelerators,model,global_batch,tp,pp,framework\n"
                  f"h100-sxm,64,llama3-70b,128,8,2,{lo}\nh100-sxm,64,llama3-70b,128,8,2,\n")

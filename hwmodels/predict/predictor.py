@@ -433,17 +433,39 @@ def loho_section(errors: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return "", {}
 
 
-def stated_prior_band(errors: dict[str, Any]) -> float | None:
+def family_band_ratio(errors: dict[str, Any], framework: str | None) -> tuple[float, str]:
+    """(factor, how) on a stated family's band: ``framework_stated_band.per_family``'s ratio of the validation (the
+    q90 of the family's held-out |error| over its hardware's band, pooled with 1, never below 1): it widens the band
+    of a family whose factors carry worse to other hardware than the bands allow (torchtitan, AXLearn); (1, "")
+    for the others and without one."""
+    fr = (errors.get("framework_stated_band") or {}).get("per_family") or {}
+    f = (fr.get("per_family") or {}).get(framework) if framework else None
+    if not fr.get("met") or not isinstance(f, dict) or not isinstance(f.get("ratio"), (int, float)) \
+            or f["ratio"] <= 1.0:
+        return 1.0, ""
+    cov = (fr.get("held_out_source_coverage") or {}).get("mean_group_covered")
+    held = (f"; with each publication held out in turn such bands held {cov:.0%} of its rows on average"
+            if isinstance(cov, (int, float)) else "")
+    return float(f["ratio"]), (
+        f"x{f['ratio']:.2f} for {framework}, whose factors carry worse to other hardware than the bands allow: the "
+        f"q{fr['level'] * 100:g} of its {f['n']} rows' held-out |error| (from {f['source_groups']} sources) over "
+        f"their hardware's band is {f['own_ratio']:.2f}, pooled with 1 at {fr['k']:g} pseudo-sources "
+        f"(framework_stated_band.per_family){held}")
+
+
+def stated_prior_band(errors: dict[str, Any], framework: str | None = None) -> float | None:
     """The band a stated framework carries on a hardware type without published rows: ``framework_stated_band``'s
-    band of such a type, but no narrower than the framework-unknown one (``known_hardware_band``). Such a type's
-    error is its rates' (assumed, not measured), which the family does not know: stating it narrows the framework
-    part only (pre-registered: TPU7x, never seen, held 4 of 8 in the stated band of a type without rows, 6 of 8 in
-    the framework-unknown one). None where the file has no framework-stated band."""
+    band of such a type times the family's ratio (:func:`family_band_ratio`), but no narrower than the
+    framework-unknown one (``known_hardware_band``). Such a type's error is its rates' (assumed, not measured),
+    which the family does not know: stating it narrows the framework part only (pre-registered: TPU7x, never seen,
+    held 4 of 8 in the stated band of a type without rows, 6 of 8 in the framework-unknown one). None where the
+    file has no framework-stated band."""
     stated = ((errors.get("framework_stated_band") or {}).get("known") or {}).get("prior_band_rel")
     if not isinstance(stated, (int, float)):
         return None
     unknown = (errors.get("known_hardware_band") or {}).get("prior_band_rel")
-    return max(float(stated), float(unknown) if isinstance(unknown, (int, float)) else 0.0)
+    return max(float(stated) * family_band_ratio(errors, framework)[0],
+               float(unknown) if isinstance(unknown, (int, float)) else 0.0)
 
 
 def held_out_error(hardware: str, path: Path | None = None, framework: str | None = None) -> tuple[float, str]:
@@ -459,10 +481,12 @@ def held_out_error(hardware: str, path: Path | None = None, framework: str | Non
     kb = e.get("known_hardware_band") or {}
     stated = ""
     prior = kb.get("prior_band_rel")  # the band of a type without rows
+    ratio, ratio_how = 1.0, ""
     if framework:
         fs = (e.get("framework_stated_band") or {}).get("known") or {}
         if fs.get("level") == INTERVAL_LEVEL and isinstance(fs.get("prior_band_rel"), (int, float)):
-            kb, prior = fs, stated_prior_band(e)
+            kb, prior = fs, stated_prior_band(e, framework)
+            ratio, ratio_how = family_band_ratio(e, framework)
             pro = (e.get("prospective_coverage") or {}).get("framework_stated") or {}
             own = (pro.get("by_family") or {}).get(framework) or {}
             own_txt = (f"; {own['inside']} of the {own['n']} that stated {framework}"
@@ -471,7 +495,8 @@ def held_out_error(hardware: str, path: Path | None = None, framework: str | Non
                    f"{pro['inside']} fell inside, {pro['inside'] / pro['n']:.0%} against the {INTERVAL_LEVEL:.0%} "
                    f"claimed{own_txt})") if isinstance(pro.get("inside"), int) and pro.get("n") else ""
             stated = (f"framework family {framework} stated: framework_stated_band, the bands scored with each "
-                      f"family's factors fitted on the other hardware{pre}; ")
+                      f"family's factors fitted on the other hardware{pre}; "
+                      + (f"the hardware's band {ratio_how}; " if ratio_how else ""))
         else:
             stated = (f"framework family {framework} stated, but {ERROR_FILE.name} has no framework_stated_band: "
                       "the framework-unknown band (wider) is used; ")
@@ -481,14 +506,16 @@ def held_out_error(hardware: str, path: Path | None = None, framework: str | Non
                 f"rows on average") if isinstance(cov, (int, float)) else ""
         hw = (kb.get("per_hardware") or {}).get(hardware)
         if hw and isinstance(hw.get("band_rel"), (int, float)) and hw.get("n", 0) >= MIN_ROWS_PER_HARDWARE:
-            return float(hw["band_rel"]), stated + (
+            return float(hw["band_rel"]) * ratio, stated + (
                 f"known_hardware_band ({ERROR_FILE.name}): {hardware}'s own held-out |error| {key} "
                 f"({hw['own_q']:.1%}, {hw['n']} rows from {hw['source_groups']} sources) pooled with the band of a "
                 f"type without rows (+-{kb['prior_band_rel']:.1%}), root-mean-square with weights {hw['source_groups']} "
                 f"(its sources) and {kb['k']:g} (pseudo-sources), so that rows of one publication count once{held}")
-        wider = (f"; not narrower than the framework-unknown band of a type without rows (+-{prior:.1%}): for a "
-                 "type without published rows the error is its rates', which the framework does not carry"
-                 if prior > kb["prior_band_rel"] else "")  # stated_prior_band
+        scaled = kb["prior_band_rel"] * ratio
+        wider = ("" if prior <= kb["prior_band_rel"] else
+                 f"; times the family's ratio: +-{prior:.1%}" if math.isclose(prior, scaled) else
+                 f"; not narrower than the framework-unknown band of a type without rows (+-{prior:.1%}): for a "
+                 "type without published rows the error is its rates', which the framework does not carry")
         return float(prior), stated + (
             f"{hardware} has fewer than {MIN_ROWS_PER_HARDWARE} published training rows: the band of a type without "
             f"rows (known_hardware_band, {ERROR_FILE.name}): q{kb['prior_quantile'] * 100:g} of every row's "
@@ -772,8 +799,10 @@ def framework_spread_note(path: Path | None = None) -> str | None:
         return f"+/-{min(b):.0%}..{max(b):.0%}" if b else ""
     unknown, stated = span(e.get("known_hardware_band") or {}), span((e.get("framework_stated_band") or {}).get("known")
                                                                    or {})
+    wide = {f: r for f in fams if (r := family_band_ratio(e, f)[0]) > 1.0}
     bands = (f"; on hardware with published runs its band is {stated} against {unknown} with the framework unknown"
-             if unknown and stated else "")
+             + (f" (times {', '.join(f'{r:.2f} for {f}' for f, r in sorted(wide.items()))}: families whose factors "
+                f"carried worse to other hardware)" if wide else "") if unknown and stated else "")
     return (f"framework not stated: every row is priced at the all-frameworks fit (eta {float(fe['eta']):.2f}); the "
             f"validation's families run from {lo} (eta {fams[lo]:.2f}) to {hi} ({fams[hi]:.2f}), so the same job "
             f"can take {fams[hi] / fams[lo]:.1f}x as long on one framework as on another. State the framework the job "
