@@ -929,6 +929,12 @@ PROSPECTIVE = {"a840a7a": (
     # (Supermicro v6.0), predicted in 683cbf4
     "683cbf4": ("mlperf51-supermicro-b300-llama3-8b-g16", "mlperf60-mitac-mi325x-llama3-8b-g32",
                 "mlperf60-supermicro-mi355x-llama3-8b-g32-fp4", "mlperf60-mitac-mi350x-llama3-8b-g32-fp4"),
+    # set 31: dgxc-benchmarking GB200 405B, AMD pytorch-training-benchmark MI325X 8B, AXLearn Fuji-70B on H200
+    "51d6c7d": ("dgxc2505-gb200-llama31-405b-g256-bf16-cp2", "dgxc2505-gb200-llama31-405b-g256-fp8-cp2",
+                "dgxc2505-gb200-llama31-405b-g512-bf16-cp2", "dgxc2505-gb200-llama31-405b-g512-fp8-cp2",
+                "amd-ptbench-mi325x-llama3-8b-g8-s8192-mb3-bf16", "amd-ptbench-mi325x-llama3-8b-g8-s8192-mb5-fp8",
+                "amd-ptbench-mi325x-llama3-8b-g8-s4096-mb8-bf16", "amd-ptbench-mi325x-llama3-8b-g8-s4096-mb10-fp8",
+                "axlearn-fuji70bv2-a3ultra-h200-g256", "axlearn-fuji70bv2-a3ultra-h200-g512"),
 }
 
 
@@ -937,7 +943,7 @@ PROSPECTIVE = {"a840a7a": (
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
-                               "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4")
+                               "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
