@@ -2331,3 +2331,25 @@ def test_validation_prices_a_stated_smaller_node_and_the_source_attention(cat):
     assert neox["core"] == "materialized" and fa["attn"] == "flash_attn_1"
     plain = dict(rows["kempnerforge-h200-7b-g8-tp4-fsdp2"], accelerators_per_node="")
     assert V.prepare([plain], cat)[0][0]["cal"].accelerators_per_node == 8
+
+
+def test_speed_benchmark_clears_every_predictor_cache(capsys):
+    """benchmarks/predict_speed.py times cold repeats: clear_caches empties every lru_cache of the hwmodels modules
+    (the collective-curve fits and the data files read included, which an earlier version left warm), and a small
+    run prints the calibrating and searching split."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predict_speed as S
+    from hwmodels.predict import calibration as C, collectives, predictor as P
+    from hwmodels.predict.spec import parse_spec
+    from hwmodels.catalog import default_catalog
+    from hwmodels.predict.search import search_all
+
+    search_all(parse_spec("llama3-8b"), [default_catalog().get("h100-sxm")], accelerators=64)
+    warm = [f for f in (C._fit_curve, C._gemm_eff, C._read_csv, P._layer_cost, collectives._params)
+            if hasattr(f, "cache_info")]
+    assert len(warm) == 5 and all(f.cache_info().currsize > 0 for f in warm)
+    assert S.clear_caches() >= 10
+    assert all(f.cache_info().currsize == 0 for f in warm)
+    assert S.main(["--accelerators", "64", "--model", "llama3-8b", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "caches cleared before each" in out and "calibrating" in out and "search alone" in out
