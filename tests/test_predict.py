@@ -2353,3 +2353,20 @@ def test_speed_benchmark_clears_every_predictor_cache(capsys):
     assert S.main(["--accelerators", "64", "--model", "llama3-8b", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "caches cleared before each" in out and "calibrating" in out and "search alone" in out
+
+
+def test_layer_ops_kept_per_shape_are_the_ops_model():
+    """predictor._layer_ops (the per-shape ops a search prices on every node type) is ops.layer_ops, as a tuple."""
+    from hwmodels.predict import ops as O, predictor as P
+    from hwmodels.predict.spec import parse_spec
+    spec = parse_spec("llama3-70b")
+    for kw in ({"tp": 8, "mb": 1, "seq": 8192, "recompute": "none", "sp": True, "attention": "flash",
+                "precision": "fp8", "cp": 2},
+               {"tp": 1, "mb": 4, "seq": 2048, "recompute": "full", "sp": False, "attention": "materialized",
+                "precision": "bf16", "cp": 1}):
+        got = P._layer_ops(spec, kw["tp"], kw["mb"], kw["seq"], kw["recompute"], kw["sp"], kw["attention"],
+                           kw["precision"], kw["cp"])
+        want = O.layer_ops(spec, micro_batch=kw["mb"], seq_len=kw["seq"], tp=kw["tp"], sp=kw["sp"],
+                           recompute=kw["recompute"], attention=kw["attention"], precision=kw["precision"],
+                           cp=kw["cp"])
+        assert isinstance(got, tuple) and [O._asdict(o) for o in got] == [O._asdict(o) for o in want]

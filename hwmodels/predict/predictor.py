@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -95,6 +95,15 @@ class StepTimes:
         return self.compute + self.memory_bound + self.exposed_comm + self.bubble + self.overhead
 
 
+@lru_cache(maxsize=10_000)
+def _layer_ops(spec: ModelSpec, tp: int, mb: int, seq: int, recompute: str, sp: bool, attention: str,
+               precision: str, cp: int = 1) -> tuple[O.Op, ...]:
+    """:func:`.ops.layer_ops`, kept per shape: the same ops are priced on every node type a search visits (read
+    only; the node's rates come in :func:`_cost_ops`)."""
+    return tuple(O.layer_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, sp=sp, recompute=recompute,
+                             attention=attention, precision=precision, cp=cp))
+
+
 @lru_cache(maxsize=100_000)
 def _layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, recompute: str, sp: bool,
                 attention: str, precision: str, cp: int = 1) -> tuple[float, float, float, float, float, float, float]:
@@ -103,8 +112,7 @@ def _layer_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, r
     rank's ``seq / cp`` query tokens: its rate is the one at that length). The CP ring is :func:`_cp_cost`."""
     level, rpn = placement(Layout(dp=1, tp=tp), scale_up=cal.scale_up_size,
                            accelerators_per_node=cal.accelerators_per_node)["tp"]
-    return _cost_ops(cal, O.layer_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, sp=sp, recompute=recompute,
-                                      attention=attention, precision=precision, cp=cp),
+    return _cost_ops(cal, _layer_ops(spec, tp, mb, seq, recompute, sp, attention, precision, cp),
                      O.local_seq(seq, cp), precision, tp, level, rpn)
 
 
@@ -135,8 +143,7 @@ def _cp_cost(cal: Calibration, spec: ModelSpec, tp: int, cp: int, mb: int, seq: 
     send/recv per ring step on the CP group's link ``level`` with ``rpn`` of its ranks per node
     (:func:`.layout.placement`)."""
     f = b = 0.0
-    for op in O.layer_ops(spec, micro_batch=mb, seq_len=seq, tp=tp, sp=sp, recompute=recompute,
-                          precision=precision, cp=cp):
+    for op in _layer_ops(spec, tp, mb, seq, recompute, sp, "flash", precision, cp):
         if op.group != "cp":
             continue
         t = collective_time(cal, kind=op.collective, size_bytes=op.nbytes, ranks=2, level=level,
@@ -156,7 +163,7 @@ def _head_cost(cal: Calibration, spec: ModelSpec, tp: int, mb: int, seq: int, pr
                      prec, tp, "intra", 1)
 
 
-def _cost_ops(cal: Calibration, ops: list[O.Op], seq: int, precision: str, tp: int, level: str, rpn: int):
+def _cost_ops(cal: Calibration, ops: Iterable[O.Op], seq: int, precision: str, tp: int, level: str, rpn: int):
     gemm_dtype = precision
     e = O.NARROW_GEMM_BYTES.get(precision) or O.dtype_bytes(precision)
     cf = cb = mf = mb_ = comm = attn_f = attn_b = 0.0
