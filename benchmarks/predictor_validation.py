@@ -935,6 +935,12 @@ PROSPECTIVE = {"a840a7a": (
                 "amd-ptbench-mi325x-llama3-8b-g8-s8192-mb3-bf16", "amd-ptbench-mi325x-llama3-8b-g8-s8192-mb5-fp8",
                 "amd-ptbench-mi325x-llama3-8b-g8-s4096-mb8-bf16", "amd-ptbench-mi325x-llama3-8b-g8-s4096-mb10-fp8",
                 "axlearn-fuji70bv2-a3ultra-h200-g256", "axlearn-fuji70bv2-a3ultra-h200-g512"),
+    # set 32: the rest of dgxc-benchmarking v25.05.05's GB200 tables (Nemotron-4 340B, Llama 3.1 405B BF16 on 128)
+    "b953cc3": ("dgxc2505-gb200-nemotron4-340b-g128-bf16", "dgxc2505-gb200-nemotron4-340b-g256-bf16",
+                "dgxc2505-gb200-nemotron4-340b-g512-bf16", "dgxc2505-gb200-nemotron4-340b-g256-fp8",
+                "dgxc2505-gb200-nemotron4-340b-g512-fp8", "dgxc2505-gb200-nemotron4-340b-g128-bf16-gbs512",
+                "dgxc2505-gb200-nemotron4-340b-g512-bf16-gbs512", "dgxc2505-gb200-nemotron4-340b-g128-fp8-gbs512",
+                "dgxc2505-gb200-nemotron4-340b-g512-fp8-gbs512", "dgxc2505-gb200-llama31-405b-g128-bf16-cp2"),
 }
 
 
@@ -943,7 +949,8 @@ PROSPECTIVE = {"a840a7a": (
 STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
-                               "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d")
+                               "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d",
+                               "b953cc3")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
