@@ -2370,3 +2370,60 @@ def test_layer_ops_kept_per_shape_are_the_ops_model():
                            recompute=kw["recompute"], attention=kw["attention"], precision=kw["precision"],
                            cp=kw["cp"])
         assert isinstance(got, tuple) and [O._asdict(o) for o in got] == [O._asdict(o) for o in want]
+
+
+def test_nothing_fits_prices_the_fastest_layout_within_the_memory_error(tmp_path):
+    """Where no layout fits by the memory model's point estimate, the search prices the fastest one whose estimate is
+    within the model's held-out q90 error of the capacity (SearchResult.within_error, marked as not fitting, saying
+    so); far beyond that error none is priced; without a memory validation file none is either."""
+    import json
+
+    from hwmodels.predict.predictor import memory_held_out_error
+    from hwmodels.predict.search import memory_plausible_capacity
+
+    cat = default_catalog()
+    node = cat.get("a100-80gb-sxm")
+    cal = calibrate(node)
+    rel, _ = memory_held_out_error(None)
+    assert rel is not None and memory_plausible_capacity(80e9) == (pytest.approx(80e9 * (1 + rel)), rel)
+    spec = preset("llama2-70b")
+    # ZeRO-1, TP 8 x PP 2, no recomputation on 16 GPUs: no layout fits 80 GB (the least needs 1.04x), but within
+    # the memory error some do, and the fastest of those is priced; on 8 GPUs (the least 1.9x) none is
+    res = search(spec, cal, hardware=node.id, accelerators=16, global_batch=64, sharding="zero1", tp=8, pp=2,
+                 recompute="none")
+    assert res.best is None and res.within_error is not None
+    w = res.within_error
+    assert not w.fits and node.memory_capacity_bytes < w.memory.total <= node.memory_capacity_bytes * (1 + rel)
+    assert "within the model's held-out q90 error" in w.notes[-1]
+    assert res.to_dict()["within_error"]["layout"] == w.layout.to_dict()
+    far = search(spec, cal, hardware=node.id, accelerators=8, global_batch=64, sharding="zero1", tp=8, pp=1,
+                 recompute="none")
+    assert far.best is None and far.within_error is None and far.smallest_memory is not None
+    empty = tmp_path / "mem.json"
+    empty.write_text(json.dumps({}))
+    assert memory_plausible_capacity(80e9, empty) == (80e9, None)
+    none = search(spec, cal, hardware=node.id, accelerators=16, global_batch=64, sharding="zero1", tp=8, pp=2,
+                  recompute="none", memory_error_path=empty)
+    assert none.best is None and none.within_error is None
+
+
+def test_unfit_rule_report_scores_the_three_rules():
+    """unfit_rule_report: each row where nothing with the stated fields fits carries its priced error and the other
+    two rules' errors, scaled by their layouts' throughput over the priced one's."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import predictor_validation as V
+    from hwmodels.predict.layout import Layout
+
+    cal = calibrate(default_catalog().get("h100-sxm"))
+    spec = preset("llama2-70b")
+    base = dict(dp=4, tp=8, pp=2, micro_batch=1, sharding="zero1", precision="bf16")
+    priced, least, ignore = (Layout(**base, recompute=r) for r in ("selective", "full", "none"))
+    p = {"id": "r", "spec": spec, "cal": cal, "layout": priced, "least_layout": least, "ignore_layout": ignore,
+         "gb": 64, "n": 64, "core": "flash"}
+    g = V.GRID.index((1.0, 1.0, 0.0))
+    rep = V.unfit_rule_report([p, {"least_layout": None}], np.array([0.1, 0.0]), g)
+    r = rep["rows"]["r"]
+    assert rep["n"] == 1 and r["priced"] == pytest.approx(0.1)
+    assert r["least_memory"] == pytest.approx(1.1 * V.tps_at(p, least, g) / V.tps_at(p, priced, g) - 1)
+    assert r["least_memory"] < 0.1 < r["fastest_ignoring_memory"]  # full recompute slower, none faster
+    assert rep["median_abs_priced"] == pytest.approx(0.1)

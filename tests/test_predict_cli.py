@@ -380,3 +380,18 @@ def test_attention_option_prices_the_kernel_a_framework_runs(cli, tmp_path):
     proc = cli("predict", "--batch", str(q), "--json")
     assert proc.returncode == 2 and proc.stdout == ""
     assert "row 2, column attention: unknown value 'cudnn' for a100-80gb-sxm; valid choices: flash_attn_2" in proc.stderr
+
+
+def test_nothing_fits_shows_the_fastest_layout_within_the_memory_error(cli):
+    """Where no layout fits by the memory model's point estimate, the CLI prices the fastest one within the model's
+    held-out error of the capacity (fits false, the least-memory layout beside it); far beyond that error, the
+    least-memory layout, as before."""
+    base = ("predict", "--hardware", "a100-80gb-sxm", "--model", "llama2-70b", "--global-batch", "64", "--sharding",
+            "zero1", "--tp", "8", "--activation-checkpointing", "none", "--json")
+    near = json.loads(cli(*base, "--accelerators", "16", "--pp", "2").stdout)
+    assert near["fits"] is False and near["search"]["fitting_priced"] == 0
+    assert "within the model's held-out q90 error" in near["search"]["note"]
+    assert near["search"]["least_memory"]["memory_per_accelerator_GiB"] < near["memory_per_accelerator_GiB"]
+    assert near["layout"]["activation_checkpointing"] == "none"
+    far = json.loads(cli(*base, "--accelerators", "8", "--pp", "1").stdout)
+    assert far["fits"] is False and far["search"]["note"] == "no layout fits in memory; the least-memory layout is shown"

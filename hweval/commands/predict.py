@@ -273,8 +273,17 @@ def _predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict
                     "interval": {k: safe.interval[k] for k in ("level", "tokens_per_s_per_accelerator",
                                                                "step_time_s") if k in safe.interval}}}
         return out
-    # nothing fits: report the least-memory layout, predicted anyway, marked as not fitting
-    lay, _ = res.smallest_memory
+    lay, mem = res.smallest_memory
+    least = {"layout": lay.to_dict(), "memory_per_accelerator_GiB": mem.total / 2**30}
+    if res.within_error is not None:
+        # nothing fits by the point estimate: the fastest layout within the memory model's held-out error of the
+        # capacity, marked as not fitting (the rule the validation scores: predictor_error.json unfit_rule)
+        out = res.within_error.to_dict()
+        out["search"] = {"considered": res.considered, "fitting_priced": 0, "least_memory": least,
+                         "note": "no layout fits by the memory model's point estimate; shown: the fastest layout "
+                                 "whose estimate is within the model's held-out q90 error of the capacity"}
+        return out
+    # nothing fits even within that error: report the least-memory layout, predicted anyway, marked as not fitting
     price = node.price_per_accelerator_hour(sc["pricing"]) if sc["pricing"] else None
     p = make_prediction(sc["spec"], cal, lay, hardware=node.id, accelerators=sc["accelerators"],
                         global_batch=sc["global_batch"] or _default_gb(sc["spec"]), tokens=sc["tokens"],

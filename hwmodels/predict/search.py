@@ -60,6 +60,10 @@ class SearchResult:
     #: estimate (``memory_margin``); ``best`` itself when it does; None when no layout fits with that margin
     memory_safe: Prediction | None = None
     memory_margin: float | None = None  # relative margin the memory-safe pick keeps (None: no memory validation)
+    #: when nothing fits by the point estimate: the fastest layout whose estimate is within the memory model's
+    #: held-out q90 error of the capacity (:func:`memory_plausible_capacity`), priced (it does not fit by the
+    #: estimate, and says so); None when none is, or without a memory validation file
+    within_error: Prediction | None = None
 
     @property
     def memory_safe_slowdown(self) -> float | None:
@@ -81,6 +85,8 @@ class SearchResult:
         if self.best is None and self.smallest_memory is not None:
             lay, mem = self.smallest_memory
             out["smallest_memory"] = {"layout": lay.to_dict(), "memory_GiB": mem.to_dict()}
+        if self.within_error is not None:
+            out["within_error"] = self.within_error.to_dict()
         return out
 
 
@@ -295,8 +301,6 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     safe_cap, margin = memory_safe_capacity(cap, memory_error_path) if memory_safe else (cap, None)
     scored, considered, fitting, best_mem, alt = _scan(**job, capacity=cap, top=top,
                                                        safe_capacity=safe_cap if margin is not None else None)
-    if not scored:
-        return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem)
 
     def priced(lay: Layout, st: Any) -> Prediction:
         return make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
@@ -304,6 +308,21 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                                pricing=pricing, eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost,
                                error_path=error_path, times=st, min_billed_hours=min_billed_hours,
                                attention=attention, memory_error_path=memory_error_path, framework=framework)
+
+    if not scored:
+        within = None
+        hi_cap, rel = memory_plausible_capacity(cap, memory_error_path)
+        if rel is not None:
+            near = _scan(**job, capacity=hi_cap, top=1, safe_capacity=None)[0]
+            if near:
+                within = priced(near[0][1], near[0][2])
+                within = replace(within, notes=within.notes + (
+                    f"no layout fits by the memory model's point estimate: this is the fastest whose estimate "
+                    f"({within.memory_per_accelerator_GiB:.1f} GiB) is within the model's held-out q90 error "
+                    f"(+{rel:.0%}) of the capacity, so it may fit; the published runs that ran where no layout fit "
+                    "the estimate were predicted best this way (predictor_error.json unfit_rule)",))
+        return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem,
+                            within_error=within)
 
     preds = [priced(lay, st) for _, lay, st in scored[:top]]
     note = search_optimism(error_path)
@@ -339,6 +358,17 @@ def memory_safe_capacity(capacity_bytes: float, memory_error_path: Path | None =
     if rel is None:
         return capacity_bytes, None
     return capacity_bytes / (1.0 + rel), rel
+
+
+def memory_plausible_capacity(capacity_bytes: float, memory_error_path: Path | None = None
+                              ) -> tuple[float, float | None]:
+    """(the capacity a layout's memory estimate may reach and still fit if the true peak is the memory model's
+    held-out q90 error below the estimate, that error): the other side of :func:`memory_safe_capacity`;
+    (capacity, None) without a memory validation file."""
+    rel, _ = memory_held_out_error(memory_error_path)
+    if rel is None:
+        return capacity_bytes, None
+    return capacity_bytes * (1.0 + rel), rel
 
 
 def predict_job(*, hardware: Any, accelerators: int, model: ModelSpec | str, seq_len: int | None = None,
@@ -414,4 +444,5 @@ def search_all(spec: ModelSpec, catalog: Iterable[Any], *, accelerators: int, **
     return out
 
 
-__all__ = ["search", "search_all", "predict_job", "SearchResult", "default_global_batch", "memory_safe_capacity"]
+__all__ = ["search", "search_all", "predict_job", "SearchResult", "default_global_batch", "memory_safe_capacity",
+           "memory_plausible_capacity"]
