@@ -961,6 +961,11 @@ PROSPECTIVE = {"a840a7a": (
                 "dgxc2505-gb200-nemotron4-340b-g512-fp8", "dgxc2505-gb200-nemotron4-340b-g128-bf16-gbs512",
                 "dgxc2505-gb200-nemotron4-340b-g512-bf16-gbs512", "dgxc2505-gb200-nemotron4-340b-g128-fp8-gbs512",
                 "dgxc2505-gb200-nemotron4-340b-g512-fp8-gbs512", "dgxc2505-gb200-llama31-405b-g128-bf16-cp2"),
+    # set 33: torchprime's (PyTorch/XLA) Llama recipes on TPU v6e, after the no-fit rule of 877623b
+    "1c195cd": ("tprime-v6e256-llama3-8b-gbs256", "tprime-v6e256-llama3-8b-gbs512",
+                "tprime-v6e256-llama31-8b-gbs1024-scan", "tprime-v6e256-llama31-70b-gbs512-offload",
+                "tprime-v6e256-llama31-405b-gbs64-tp4", "tprime-v6e256-llama31-405b-gbs256-tp4-offload",
+                "tprime-2xv6e256-llama31-405b-gbs128-tp4", "tprime-2xv6e256-llama31-405b-gbs512-tp4-offload"),
 }
 
 
@@ -970,7 +975,7 @@ STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
                                "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d",
-                               "b953cc3")
+                               "b953cc3", "1c195cd")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
