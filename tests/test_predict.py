@@ -2394,7 +2394,8 @@ def test_nothing_fits_prices_the_fastest_layout_within_the_memory_error(tmp_path
     assert res.best is None and res.within_error is not None
     w = res.within_error
     assert not w.fits and node.memory_capacity_bytes < w.memory.total <= node.memory_capacity_bytes * (1 + rel)
-    assert "within the model's held-out q90 error" in w.notes[-1]
+    assert "within the model's held-out q90 error" in w.notes[-1] and "at micro-batch 1" in w.notes[-1]
+    assert w.layout.micro_batch == 1  # none stated: the smallest micro-batch
     assert res.to_dict()["within_error"]["layout"] == w.layout.to_dict()
     far = search(spec, cal, hardware=node.id, accelerators=8, global_batch=64, sharding="zero1", tp=8, pp=1,
                  recompute="none")

@@ -393,5 +393,8 @@ def test_nothing_fits_shows_the_fastest_layout_within_the_memory_error(cli):
     assert "within the model's held-out q90 error" in near["search"]["note"]
     assert near["search"]["least_memory"]["memory_per_accelerator_GiB"] < near["memory_per_accelerator_GiB"]
     assert near["layout"]["activation_checkpointing"] == "none"
+    assert near["layout"]["micro_batch"] == 1  # none stated: the smallest, not the largest at the error's edge
+    stated = json.loads(cli(*base, "--accelerators", "16", "--pp", "2", "--micro-batch", "2").stdout)
+    assert stated["layout"]["micro_batch"] == 2 and stated["fits"] is False
     far = json.loads(cli(*base, "--accelerators", "8", "--pp", "1").stdout)
     assert far["fits"] is False and far["search"]["note"] == "no layout fits in memory; the least-memory layout is shown"

@@ -61,8 +61,9 @@ class SearchResult:
     memory_safe: Prediction | None = None
     memory_margin: float | None = None  # relative margin the memory-safe pick keeps (None: no memory validation)
     #: when nothing fits by the point estimate: the fastest layout whose estimate is within the memory model's
-    #: held-out q90 error of the capacity (:func:`memory_plausible_capacity`), priced (it does not fit by the
-    #: estimate, and says so); None when none is, or without a memory validation file
+    #: held-out q90 error of the capacity (:func:`memory_plausible_capacity`), at micro-batch 1 where the job states
+    #: none, priced (it does not fit by the estimate, and says so); None when none is, or without a memory
+    #: validation file
     within_error: Prediction | None = None
 
     @property
@@ -313,11 +314,14 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
         within = None
         hi_cap, rel = memory_plausible_capacity(cap, memory_error_path)
         if rel is not None:
-            near = _scan(**job, capacity=hi_cap, top=1, safe_capacity=None)[0]
+            # at the smallest micro-batch where none is stated: the fastest layout at the edge of the error would
+            # otherwise take the largest micro-batch that reaches it, the least likely of them to run
+            near = _scan(**{**job, "micro_batch": micro_batch or 1}, capacity=hi_cap, top=1, safe_capacity=None)[0]
             if near:
                 within = priced(near[0][1], near[0][2])
                 within = replace(within, notes=within.notes + (
-                    f"no layout fits by the memory model's point estimate: this is the fastest whose estimate "
+                    f"no layout fits by the memory model's point estimate: this is the fastest"
+                    f"{'' if micro_batch else ' at micro-batch 1'} whose estimate "
                     f"({within.memory_per_accelerator_GiB:.1f} GiB) is within the model's held-out q90 error "
                     f"(+{rel:.0%}) of the capacity, so it may fit; the published runs that ran where no layout fit "
                     "the estimate were predicted best this way (predictor_error.json unfit_rule)",))
