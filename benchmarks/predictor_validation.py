@@ -250,6 +250,7 @@ def family(framework: str) -> str:
     ports priced with the CUDA Megatron family's factors were 7 of its 16 rows above 25%)."""
     f = framework.lower()
     for key, name in (("neuron", "neuron"), ("foundry", "llm-foundry"), ("axlearn", "axlearn"), ("maxtext", "maxtext"),
+                      ("torchprime", "torchprime"),
                       ("torchtitan", "torchtitan"),
                       ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("fms-fsdp", "fms-fsdp"),
                       ("megatron", "megatron"), ("nemo", "megatron"), ("gaudi", "gaudi-optimum")):
