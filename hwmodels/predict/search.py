@@ -91,6 +91,11 @@ class SearchResult:
         return out
 
 
+def _noted(p: Prediction, note: str) -> Prediction:
+    """``p`` with ``note`` appended to its notes."""
+    return replace(p, notes=p.notes + (note,))
+
+
 def _slower(fast: Prediction, slow: Prediction) -> float:
     """How much slower ``slow`` is than ``fast`` (fraction of throughput)."""
     return fast.tokens_per_s / slow.tokens_per_s - 1.0
@@ -319,37 +324,35 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
             near = _scan(**{**job, "micro_batch": micro_batch or 1}, capacity=hi_cap, top=1, safe_capacity=None)[0]
             if near:
                 within = priced(near[0][1], near[0][2])
-                within = replace(within, notes=within.notes + (
-                    f"no layout fits by the memory model's point estimate: this is the fastest"
-                    f"{'' if micro_batch else ' at micro-batch 1'} whose estimate "
-                    f"({within.memory_per_accelerator_GiB:.1f} GiB) is within the model's held-out q90 error "
-                    f"(+{rel:.0%}) of the capacity, so it may fit; the published runs that ran where no layout fit "
-                    "the estimate were predicted best this way (predictor_error.json unfit_rule)",))
+                within = _noted(within, f"no layout fits by the memory model's point estimate: this is the fastest"
+                                        f"{'' if micro_batch else ' at micro-batch 1'} whose estimate "
+                                        f"({within.memory_per_accelerator_GiB:.1f} GiB) is within the model's "
+                                        f"held-out q90 error (+{rel:.0%}) of the capacity, so it may fit; the "
+                                        "published runs that ran where no layout fit the estimate were predicted "
+                                        "best this way (predictor_error.json unfit_rule)")
         return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem,
                             within_error=within)
 
     preds = [priced(lay, st) for _, lay, st in scored[:top]]
     note = search_optimism(error_path)
     if note:
-        preds = [replace(p, notes=p.notes + (note,)) for p in preds]
+        preds = [_noted(p, note) for p in preds]
     safe = None
     if margin is not None:  # memory_safe with a memory validation file
         if scored[0][2].memory.total <= safe_cap:
             safe = preds[0]
         elif alt:
             safe = priced(alt[0][1], alt[0][2])
-            safe = replace(safe, notes=safe.notes + (
-                f"memory-safe pick: fits even with {margin:.0%} more memory than estimated (the memory "
-                f"model's held-out q90 error); the fastest layout ({preds[0].layout.label()}, "
-                f"{preds[0].memory_per_accelerator_GiB:.1f} GiB) is {_slower(preds[0], safe):.1%} faster by "
-                "the model but its fit is not settled",))
+            safe = _noted(safe, f"memory-safe pick: fits even with {margin:.0%} more memory than estimated (the "
+                                f"memory model's held-out q90 error); the fastest layout ({preds[0].layout.label()}, "
+                                f"{preds[0].memory_per_accelerator_GiB:.1f} GiB) is {_slower(preds[0], safe):.1%} "
+                                "faster by the model but its fit is not settled")
         if safe is not preds[0]:
             what = ("no layout of this job fits with that headroom" if safe is None
                     else f"the fastest that does ({safe.layout.label()}, {safe.memory_per_accelerator_GiB:.1f} "
                          f"GiB) is {_slower(preds[0], safe):.1%} slower by the model")
-            preds[0] = replace(preds[0], notes=preds[0].notes + (
-                f"memory-safe alternative: this layout does not fit with the memory model's held-out q90 error "
-                f"({margin:.0%}) as headroom; {what}",))
+            preds[0] = _noted(preds[0], f"memory-safe alternative: this layout does not fit with the memory model's "
+                                        f"held-out q90 error ({margin:.0%}) as headroom; {what}")
     return SearchResult(best=preds[0], runners_up=tuple(preds[1:]), considered=considered, fitting=fitting,
                         cheapest=preds[0] if usd_per_accelerator_hour is not None else None,
                         memory_safe=safe, memory_margin=margin)
