@@ -1324,9 +1324,7 @@ def family_band_ratio(preds: list[dict], loho_family: np.ndarray, known: dict, l
     hw = np.array([p["hw"] for p in preds], dtype=object)
     src = np.array([p["source"] for p in preds], dtype=object)
     fam = np.array([p["fam"] for p in preds], dtype=object)
-    per_hw = known.get("per_hardware") or {}
-    band = np.array([per_hw[h]["band_rel"] if per_hw.get(h, {}).get("n", 0) >= MIN_ROWS_PER_HARDWARE
-                     else known["prior_band_rel"] for h in hw])
+    band = np.array([known["per_hardware"][h]["band_rel"] for h in hw])  # the prior where a type has few rows
     x = np.abs(loho_family) / band
     le = np.abs(np.log1p(loho_family))
 

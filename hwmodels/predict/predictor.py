@@ -518,9 +518,8 @@ def held_out_error(hardware: str, path: Path | None = None, framework: str | Non
                 f"({hw['own_q']:.1%}, {hw['n']} rows from {hw['source_groups']} sources) pooled with the band of a "
                 f"type without rows (+-{kb['prior_band_rel']:.1%}), root-mean-square with weights {hw['source_groups']} "
                 f"(its sources) and {kb['k']:g} (pseudo-sources), so that rows of one publication count once{held}")
-        scaled = kb["prior_band_rel"] * ratio
-        wider = ("" if prior <= kb["prior_band_rel"] else
-                 f"; times the family's ratio: +-{prior:.1%}" if math.isclose(prior, scaled) else
+        wider = ("" if prior <= kb["prior_band_rel"] else  # stated_prior_band: the larger of these two
+                 f"; times the family's ratio: +-{prior:.1%}" if prior <= kb["prior_band_rel"] * ratio else
                  f"; not narrower than the framework-unknown band of a type without rows (+-{prior:.1%}): for a "
                  "type without published rows the error is its rates', which the framework does not carry")
         return float(prior), stated + (
