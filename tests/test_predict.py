@@ -2401,6 +2401,12 @@ def test_nothing_fits_prices_the_fastest_layout_within_the_memory_error(tmp_path
     far = search(spec, cal, hardware=node.id, accelerators=8, global_batch=64, sharding="zero1", tp=8, pp=1,
                  recompute="none")
     assert far.best is None and far.within_error is None and far.smallest_memory is not None
+    assert res.least_memory is None  # priced only when nothing is within the error
+    lm = far.least_memory  # the least-memory layout, priced by the search, marked as not fitting
+    assert lm is not None and not lm.fits and lm.layout == far.smallest_memory[0]
+    assert lm.memory.total == pytest.approx(far.smallest_memory[1].total)
+    assert "least-memory layout, priced anyway" in lm.notes[-1]
+    assert far.to_dict()["least_memory"]["layout"] == lm.layout.to_dict()
     empty = tmp_path / "mem.json"
     empty.write_text(json.dumps({}))
     assert memory_plausible_capacity(80e9, empty) == (80e9, None)

@@ -398,3 +398,5 @@ def test_nothing_fits_shows_the_fastest_layout_within_the_memory_error(cli):
     assert stated["layout"]["micro_batch"] == 2 and stated["fits"] is False
     far = json.loads(cli(*base, "--accelerators", "8", "--pp", "1").stdout)
     assert far["fits"] is False and far["search"]["note"] == "no layout fits in memory; the least-memory layout is shown"
+    assert far["memory_per_accelerator_GiB"] > 80 and far["step_time_s"] > 0
+    assert "least-memory layout, priced anyway" in far["notes"][-1]

@@ -229,7 +229,6 @@ def _attention_curves(node: Any) -> tuple[str, ...]:
 def _predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict[str, Any]:
     from hwmodels.errors import ModelInputError
     from hwmodels.predict.calibration import calibrate
-    from hwmodels.predict.predictor import make_prediction
     from hwmodels.predict.search import SearchResult, predict_job
 
     node = catalog.get(sc["hardware"])
@@ -283,14 +282,8 @@ def _predict_scenario(sc: dict[str, Any], catalog: Any, where: str = "") -> dict
                          "note": "no layout fits by the memory model's point estimate; shown: the fastest layout "
                                  "whose estimate is within the model's held-out q90 error of the capacity"}
         return out
-    # nothing fits even within that error: report the least-memory layout, predicted anyway, marked as not fitting
-    price = node.price_per_accelerator_hour(sc["pricing"]) if sc["pricing"] else None
-    p = make_prediction(sc["spec"], cal, lay, hardware=node.id, accelerators=sc["accelerators"],
-                        global_batch=sc["global_batch"] or _default_gb(sc["spec"]), tokens=sc["tokens"],
-                        usd_per_accelerator_hour=price, pricing=sc["pricing"],
-                        min_billed_hours=node.pricing[sc["pricing"]].min_billed_hours if sc["pricing"] else 0.0,
-                        framework=sc["framework"], attention=core)
-    out = p.to_dict()
+    # nothing fits even within that error: the least-memory layout, priced by the search, marked as not fitting
+    out = res.least_memory.to_dict()
     out["search"] = {"considered": res.considered, "fitting_priced": 0,
                      "note": "no layout fits in memory; the least-memory layout is shown"}
     return out
@@ -301,11 +294,6 @@ def _brief(p: Any) -> dict[str, Any]:
     return {"layout": p.layout.to_dict(), "step_time_s": p.step_time_s,
             "tokens_per_s_per_accelerator": p.tokens_per_s_per_accelerator, "mfu": p.mfu,
             "memory_per_accelerator_GiB": p.memory_per_accelerator_GiB}
-
-
-def _default_gb(spec: Any) -> int:
-    from hwmodels.predict.search import default_global_batch
-    return default_global_batch(spec.seq_len)
 
 
 def _table(rows: list[dict[str, Any]]) -> None:

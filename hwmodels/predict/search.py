@@ -65,6 +65,9 @@ class SearchResult:
     #: none, priced (it does not fit by the estimate, and says so); None when none is, or without a memory
     #: validation file
     within_error: Prediction | None = None
+    #: when nothing fits even within that error: the least-memory layout (``smallest_memory``), priced anyway and
+    #: marked as not fitting; None otherwise
+    least_memory: Prediction | None = None
 
     @property
     def memory_safe_slowdown(self) -> float | None:
@@ -88,6 +91,8 @@ class SearchResult:
             out["smallest_memory"] = {"layout": lay.to_dict(), "memory_GiB": mem.to_dict()}
         if self.within_error is not None:
             out["within_error"] = self.within_error.to_dict()
+        if self.least_memory is not None:
+            out["least_memory"] = self.least_memory.to_dict()
         return out
 
 
@@ -308,7 +313,7 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
     scored, considered, fitting, best_mem, alt = _scan(**job, capacity=cap, top=top,
                                                        safe_capacity=safe_cap if margin is not None else None)
 
-    def priced(lay: Layout, st: Any) -> Prediction:
+    def priced(lay: Layout, st: Any | None) -> Prediction:
         return make_prediction(spec, cal, lay, hardware=hardware, accelerators=accelerators, global_batch=gb,
                                seq_len=seq, tokens=tokens, usd_per_accelerator_hour=usd_per_accelerator_hour,
                                pricing=pricing, eta=eta, comm_eff=comm_eff, overlap_cost=overlap_cost,
@@ -330,8 +335,12 @@ def search(spec: ModelSpec, cal: Calibration, *, hardware: str, accelerators: in
                                         f"held-out q90 error (+{rel:.0%}) of the capacity, so it may fit; the "
                                         "published runs that ran where no layout fit the estimate were predicted "
                                         "best this way (predictor_error.json unfit_rule)")
+        least = None
+        if within is None and best_mem is not None:
+            least = _noted(priced(best_mem[0], None), "no layout fits in memory, not even within the memory model's "
+                                                      "held-out error: this is the least-memory layout, priced anyway")
         return SearchResult(best=None, runners_up=(), considered=considered, fitting=0, smallest_memory=best_mem,
-                            within_error=within)
+                            within_error=within, least_memory=least)
 
     preds = [priced(lay, st) for _, lay, st in scored[:top]]
     note = search_optimism(error_path)
