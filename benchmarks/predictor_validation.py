@@ -967,6 +967,11 @@ PROSPECTIVE = {"a840a7a": (
                 "tprime-v6e256-llama31-8b-gbs1024-scan", "tprime-v6e256-llama31-70b-gbs512-offload",
                 "tprime-v6e256-llama31-405b-gbs64-tp4", "tprime-v6e256-llama31-405b-gbs256-tp4-offload",
                 "tprime-2xv6e256-llama31-405b-gbs128-tp4", "tprime-2xv6e256-llama31-405b-gbs512-tp4-offload"),
+    # set 34: the December 2025 version of tpu-recipes' Ironwood table (set 22's jobs, older recipes and images)
+    "b66673f": ("tpurecipes-dec2025-tpu7x-llama31-405b-8k-bf16-256", "tpurecipes-dec2025-tpu7x-llama31-405b-8k-fp8-256",
+                "tpurecipes-dec2025-tpu7x-llama31-70b-8k-fp8-64", "tpurecipes-dec2025-tpu7x-llama31-70b-8k-fp8-256",
+                "tpurecipes-dec2025-tpu7x-llama31-70b-128k-bf16-256",
+                "tpurecipes-dec2025-tpu7x-llama31-70b-128k-fp8-256"),
 }
 
 
@@ -976,7 +981,7 @@ STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
                                "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d",
-                               "b953cc3", "1c195cd")
+                               "b953cc3", "1c195cd", "b66673f")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
@@ -1402,6 +1407,7 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
     (``framework_stated.by_family``: what a prediction stating that family reads back)."""
     sets, stated_sets = {}, {}
     by_family: dict[str, list] = {}  # the stated rows per family, for the family's own record
+    unknown_of_stated: list = []  # the stated rows as scored framework unknown, against the framework-unknown band
     for since, pr in prospective.items():
         unknown, stated = [], []  # (row, error, band) as scored framework unknown / with the family stated
         for rid, e in pr["rows"].items():
@@ -1414,6 +1420,7 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
             if skey in bands:
                 stated.append((rid, e["per_family"], bands[skey]))
                 by_family.setdefault(fam_of[rid], []).append(stated[-1])
+                unknown_of_stated.append(unknown[-1])
         sets[since] = _inside_tally(unknown)
         if stated:
             stated_sets[since] = _inside_tally(stated)
@@ -1422,6 +1429,9 @@ def prospective_coverage(prospective: dict, hw_of: dict[str, str], bands: dict[t
             "sets": sets, "framework_stated": {"n": sum(v["n"] for v in stated_sets.values()),
                                                "inside": sum(v["inside"] for v in stated_sets.values()),
                                                "sets": stated_sets,
+                                               "framework_unknown": {k: v for k, v in
+                                                                     _inside_tally(unknown_of_stated).items()
+                                                                     if k != "misses"},
                                                "by_family": {f: {k: v for k, v in _inside_tally(x).items()
                                                                  if k != "misses"}
                                                              for f, x in sorted(by_family.items())}},
@@ -1836,7 +1846,9 @@ def main(argv: list[str] | None = None) -> int:
     fs = pc["framework_stated"]
     if fs["n"]:
         print(f"prospective rows inside the framework-stated band they carried (--framework; per-family error): "
-              f"{fs['inside']} of {fs['n']}; " + _by_set(fs["sets"]))
+              f"{fs['inside']} of {fs['n']} (the same rows framework unknown, against the framework-unknown band "
+              f"they carried: {fs['framework_unknown']['inside']} of {fs['framework_unknown']['n']}); "
+              + _by_set(fs["sets"]))
     sp = report["published_spread"]
     if sp["pairs"]:
         top = sp["pairs"][0]

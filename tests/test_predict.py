@@ -685,6 +685,11 @@ def test_prospective_coverage_counts_rows_inside_the_band_they_carried(tmp_path)
     assert (fs["n"], fs["inside"]) == (2, 1) and fs["sets"]["s4"]["misses"] == [
         {"row": "f", "error": 0.30, "band_rel": 0.25}]
     assert fs["by_family"] == {"megatron": {"n": 2, "inside": 1}}  # the family's own record
+    # the same stated rows framework unknown, against the framework-unknown band: +30% and +10% inside +-40%
+    assert fs["framework_unknown"] == {"n": 2, "inside": 2}
+    pc5 = V.prospective_coverage(pro4, hw4, {**b4, ("s4", "gb200-nvl72"): 0.2}, fam_of={"e": "megatron",
+                                                                                      "f": "megatron"})
+    assert pc5["framework_stated"]["framework_unknown"] == {"n": 2, "inside": 1}  # +30% outside +-20%
     assert V.prospective_coverage(pro4, hw4, b4)["framework_stated"]["n"] == 0  # no families: not counted
     other = V.prospective_coverage(pro4, hw4, b4, fam_of={"e": "maxtext", "f": "maxtext"})
     assert other["framework_stated"]["n"] == 0  # a band stated for another family is not this row's
