@@ -972,6 +972,12 @@ PROSPECTIVE = {"a840a7a": (
                 "tpurecipes-dec2025-tpu7x-llama31-70b-8k-fp8-64", "tpurecipes-dec2025-tpu7x-llama31-70b-8k-fp8-256",
                 "tpurecipes-dec2025-tpu7x-llama31-70b-128k-bf16-256",
                 "tpurecipes-dec2025-tpu7x-llama31-70b-128k-fp8-256"),
+    # set 35: the Nemotron-4 15B and 340B reports' H100 tables and FP8-LM's BF16/TE-FP8 baseline on 32 H100
+    "fa6e050": ("nemotron4-15b-report-h100-g768-gbs384", "nemotron4-15b-report-h100-g1536-gbs768",
+                "nemotron4-15b-report-h100-g2304-gbs1152", "nemotron4-340b-report-h100-g1536-gbs768",
+                "nemotron4-340b-report-h100-g3072-gbs1536", "nemotron4-340b-report-h100-g6144-gbs2304",
+                "fp8lm-h100-gpt7b-g32-tp1dp32-mb2-bf16", "fp8lm-h100-gpt7b-g32-tp1dp32-mb2-fp8-te",
+                "fp8lm-h100-gpt13b-g32-tp2dp16-mb2-bf16", "fp8lm-h100-gpt13b-g32-tp2dp16-mb2-fp8-te"),
 }
 
 
@@ -981,7 +987,7 @@ STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
                                "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d",
-                               "b953cc3", "1c195cd", "b66673f")
+                               "b953cc3", "1c195cd", "b66673f", "fa6e050")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
