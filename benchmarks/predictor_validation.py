@@ -1157,6 +1157,7 @@ REGIME_VALUE = {
     "accelerators": lambda p: p["n"],
     "precision": lambda p: p["layout"].precision,
     "hardware": lambda p: p["hw"],
+    "year": lambda p: (p.get("row") or {}).get("year") or "unstated",  # the run's, to show drift with software age
 }
 
 
@@ -1181,6 +1182,8 @@ def bias_by_regime(preds: list[dict], errs: np.ndarray, within_hardware: bool = 
         edges = BIAS_EDGES[name]
         if edges is not None:  # the buckets in edge order (each bucket named by its lower edge)
             groups = {k: groups[k] for k in (regime_bucket(name, lo) for lo in edges[:-1]) if k in groups}
+        elif name == "year":  # the year a run was published, in order
+            groups = dict(sorted(groups.items()))
         out[name] = {k: {"n": len(v), "median_signed": float(np.median(v)), "median_abs": float(np.median(np.abs(v)))}
                      for k, v in groups.items()}
     return out

@@ -1601,6 +1601,11 @@ def test_regime_bias_within_hardware_does_not_repeat_a_hardwares_bias(tmp_path):
     assert within["accelerators"]["0-9"]["median_signed"] == pytest.approx(0.0)
     assert within["hardware"]["a"]["median_signed"] == pytest.approx(0.2)  # the hardware's own, as raw
     assert within["accelerators"]["9-65"]["median_signed"] == pytest.approx(0.0)
+    # the year a run was published: buckets in year order, within hardware like the other regimes
+    dated = [{**p, "row": {"year": y}} for p, y in zip(preds, ["2025"] * 3 + ["2023"] * 3 + ["2024", "", "", ""])]
+    by_year = V.bias_by_regime(dated, errs, within_hardware=True)["year"]
+    assert list(by_year) == ["2023", "2024", "2025", "unstated"]
+    assert by_year["2023"] == {"n": 3, "median_signed": pytest.approx(0.0), "median_abs": pytest.approx(0.0)}
     f = tmp_path / "err.json"
     f.write_text(json.dumps({"bias_by_regime": {"within_hardware": True,
                                                 "accelerators": {"0-9": {"n": 10, "median_signed": 0.08}},

@@ -676,6 +676,7 @@ BIAS_EDGES: dict[str, tuple[float, ...] | None] = {
     "accelerators": (0, 9, 65, 513, 4097, math.inf),
     "precision": None,
     "hardware": None,
+    "year": None,
 }
 REGIME_BIAS_NOTE = 0.05  # a held-out median signed error at least this far from 0 is stated with the prediction
 MIN_REGIME_ROWS = 8  # ... when that bucket held at least this many published rows
