@@ -81,7 +81,8 @@ BASELINE_MFU = 0.35
 #: Pythia (arXiv:2304.01373): GPT-NeoX's ``flash`` of early 2023, FlashAttention v1 (set 26, fixed before reading).
 ATTENTION_BY_SOURCE = (("llm-foundry/blob/main/scripts/train/benchmarking", ("flash_attn_triton", "flash_attn_1")),
                        ("flash-attention/blob/4a6eaa9f27df6fff7ffb2c24e894938a687dd870/training", ("flash_attn_1",)),
-                       ("arXiv:2304.01373", ("flash_attn_1",)))
+                       ("arXiv:2304.01373", ("flash_attn_1",)),
+                       ("2307.08691 Table 1 FlashAttention column", ("flash_attn_1",)))
 #: Sources whose runs materialized the attention scores (score GEMMs, a fused scale-mask-softmax kernel over
 #: ``b a s^2`` elements): they predate FlashAttention (Dao et al., arXiv:2205.14135, 2022-05-27). Narayanan et al.
 #: 2021 (arXiv:2104.04473, Tables 1-2, Megatron-LM and its ZeRO-3 comparison, 2021-04); Korthikanti et al. 2022
@@ -90,9 +91,11 @@ ATTENTION_BY_SOURCE = (("llm-foundry/blob/main/scripts/train/benchmarking", ("fl
 #: (Megatron-DeepSpeed fork, training started 2022-03-11, its chronicles' throughput entry 2022-03-18).
 #: GPT-NeoX-20B (arXiv:2204.06745; trained with Megatron's fused softmax before FlashAttention was released); set
 #: 26's MT-NLG 530B (arXiv:2201.11990), GLM-130B (arXiv:2210.02414) and BloombergGPT (arXiv:2303.17564, a Megatron-
-#: style masked softmax), fixed before their figures were read.
+#: style masked softmax), fixed before their figures were read; set 36's Zero Bubble 1F1B baseline (arXiv:2401.10241;
+#: the authors' Megatron-LM fork, whose example script of the time passes no --use-flash-attn), fixed likewise.
 MATERIALIZED_ATTENTION_SOURCES = ("arXiv:2104.04473", "arXiv:2205.05198", "bigscience-workshop/bigscience",
-                                  "arXiv:2204.06745", "arXiv:2201.11990", "arXiv:2210.02414", "arXiv:2303.17564")
+                                  "arXiv:2204.06745", "arXiv:2201.11990", "arXiv:2210.02414", "arXiv:2303.17564",
+                                  "arxiv.org/abs/2401.10241")
 #: Sources whose pipeline-parallel runs reduced data-parallel gradients after the backward pass, not under it
 #: (Layout dp_comm_overlap off). Megatron-LM 2021-2022: train_step calls forward_backward_func, then the
 #: all-reduce (megatron/training.py at 6fd78189 2021-04-03 lines 372-380: model_module.allreduce_gradients(); at
@@ -978,6 +981,15 @@ PROSPECTIVE = {"a840a7a": (
                 "nemotron4-340b-report-h100-g3072-gbs1536", "nemotron4-340b-report-h100-g6144-gbs2304",
                 "fp8lm-h100-gpt7b-g32-tp1dp32-mb2-bf16", "fp8lm-h100-gpt7b-g32-tp1dp32-mb2-fp8-te",
                 "fp8lm-h100-gpt13b-g32-tp2dp16-mb2-bf16", "fp8lm-h100-gpt13b-g32-tp2dp16-mb2-fp8-te"),
+    # set 36: FlashAttention-2's GPT table (8 A100), torchtitan's first 405B figures (128 H100), Zero Bubble's 1F1B
+    "624ce85": ("fa2paper-a100-gpt3-1.3b-s2048-fa2", "fa2paper-a100-gpt3-1.3b-s8192-fa2",
+                "fa2paper-a100-gpt3-2.7b-s2048-fa2", "fa2paper-a100-gpt3-2.7b-s8192-fa2",
+                "fa2paper-a100-gpt3-2.7b-s8192-fa1", "titan2408-h100-llama3-405b-g128-bf16",
+                "titan2408-h100-llama3-405b-g128-fp8", "titan2408-h100-llama3-405b-g128-fp8-asynctp",
+                "zbpaper-a100-gpt-1.5b-pp8-m24-1f1b", "zbpaper-a100-gpt-1.5b-pp8-m64-1f1b",
+                "zbpaper-a100-gpt-6.2b-pp8-m24-1f1b", "zbpaper-a100-gpt-6.2b-pp8-m64-1f1b",
+                "zbpaper-a100-gpt-14.6b-pp16-m48-1f1b", "zbpaper-a100-gpt-14.6b-pp16-m128-1f1b",
+                "zbpaper-a100-gpt-28.3b-pp32-m96-1f1b", "zbpaper-a100-gpt-28.3b-pp32-m256-1f1b"),
 }
 
 
@@ -987,7 +999,7 @@ STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
                                "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d",
-                               "b953cc3", "1c195cd", "b66673f", "fa6e050")
+                               "b953cc3", "1c195cd", "b66673f", "fa6e050", "624ce85")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
