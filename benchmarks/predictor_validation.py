@@ -1228,8 +1228,10 @@ def never_seen_band(preds: list[dict], errs: np.ndarray, level: float = 0.9) -> 
 
 
 #: Pseudo-counts tried, in order, for known_hardware_band: how many source groups' worth of the never-seen band a
-#: hardware's own quantile is pooled with.
-KNOWN_BAND_K = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0)
+#: hardware's own quantile is pooled with. Steps of at most 1.33x above 4 (5, 10, 20, 24 added in session 18): with
+#: 12, 16, 32 alone one publication moved k from 16 to 32 and every band by four points, the stated ladder from 6 to
+#: 32 and back to 8; the rule (the least k that holds the level) is the same, on a finer grid.
+KNOWN_BAND_K = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0)
 
 
 def _pooled_band(own: float, groups: int, prior: float, k: float) -> float:
