@@ -53,7 +53,7 @@ from hwmodels.predict import ops as O  # noqa: E402
 from hwmodels.predict.layout import INTERLEAVE_SEARCH, Layout  # noqa: E402
 from hwmodels.predict.predictor import (BIAS_EDGES, MIN_ROWS_PER_HARDWARE, memory_held_out_error,  # noqa: E402
                                         regime_bucket, step_times)
-from hwmodels.predict.search import search  # noqa: E402
+from hwmodels.predict.search import default_global_batch, search  # noqa: E402
 from hwmodels.predict.spec import parse_spec  # noqa: E402
 
 NOTES: list[str] = []
@@ -309,7 +309,8 @@ def prepare(rows: list[dict], catalog) -> tuple[list[dict], list[str]]:
             skipped.append(f"{rid}: model: {exc}")
             continue
         n = _int(r["accelerators"])
-        gb = _int(r["global_batch"])
+        # not stated (set 37's IBM float8 rows, "tuned separately"): the CLI's default, ~4M tokens a step
+        gb = _int(r["global_batch"]) or default_global_batch(spec.seq_len)
         prec = r["precision"] or "bf16"
         peak = cal.peak_flops(prec)
         fpt = spec.model_flops_per_token()
@@ -990,6 +991,14 @@ PROSPECTIVE = {"a840a7a": (
                 "zbpaper-a100-gpt-6.2b-pp8-m24-1f1b", "zbpaper-a100-gpt-6.2b-pp8-m64-1f1b",
                 "zbpaper-a100-gpt-14.6b-pp16-m48-1f1b", "zbpaper-a100-gpt-14.6b-pp16-m128-1f1b",
                 "zbpaper-a100-gpt-28.3b-pp32-m96-1f1b", "zbpaper-a100-gpt-28.3b-pp32-m256-1f1b"),
+    # set 37: torchtitan's context-parallel tables, IBM/Meta's float8 FSDP2 table, FlashAttention-2's FA 1.3B-8k
+    "a96bbdd": ("torchtitan-h100-llama3-8b-g8-fsdp8-cp1-s32k", "torchtitan-h100-llama3-8b-g8-fsdp4-cp2-s64k",
+                "torchtitan-h100-llama3-8b-g8-fsdp2-cp4-s128k", "torchtitan-h100-llama3-8b-g8-fsdp1-cp8-s256k",
+                "torchtitan-h100-llama3-405b-g512-fsdp8-cp1-s32k", "torchtitan-h100-llama3-405b-g512-fsdp4-cp2-s64k",
+                "torchtitan-h100-llama3-405b-g512-fsdp2-cp4-s128k",
+                "torchtitan-h100-llama3-405b-g512-fsdp1-cp8-s256k", "fa2paper-a100-gpt3-1.3b-s8192-fa1",
+                "ibmfp8blog-h100-llama3-70b-g512-bf16", "ibmfp8blog-h100-llama3-70b-g512-float8",
+                "ibmfp8blog-h100-llama3-405b-g512-tp4-bf16", "ibmfp8blog-h100-llama3-405b-g512-tp4-float8"),
 }
 
 
@@ -999,7 +1008,7 @@ STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
                                "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d",
-                               "b953cc3", "1c195cd", "b66673f", "fa6e050", "624ce85")
+                               "b953cc3", "1c195cd", "b66673f", "fa6e050", "624ce85", "a96bbdd")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
