@@ -250,10 +250,12 @@ def family(framework: str) -> str:
     Neuron ports of NeMo and Megatron-LM) is one family, "neuron": there the framework's Python is the only part of
     it that runs; the graph is compiled by neuronx-cc and its collectives run on the Neuron runtime, so what a run
     loses is shared across them and not with the CUDA framework of the same name (set 19: the NeMo and Megatron-LM
-    ports priced with the CUDA Megatron family's factors were 7 of its 16 rows above 25%)."""
+    ports priced with the CUDA Megatron family's factors were 7 of its 16 rows above 25%). A framework whose one
+    source's rows moved the catch-all "other" family's factors has its own: torchprime (set 33) and nanotron (set
+    38, the Ultra-Scale Playbook's 16 rows, which took the catch-all's comm_eff from 1.00 to 0.70)."""
     f = framework.lower()
     for key, name in (("neuron", "neuron"), ("foundry", "llm-foundry"), ("axlearn", "axlearn"), ("maxtext", "maxtext"),
-                      ("torchprime", "torchprime"),
+                      ("torchprime", "torchprime"), ("nanotron", "nanotron"),
                       ("torchtitan", "torchtitan"),
                       ("deepspeed zero-3", "deepspeed-zero3"), ("deepspeed", "deepspeed"), ("fms-fsdp", "fms-fsdp"),
                       ("megatron", "megatron"), ("nemo", "megatron"), ("gaudi", "gaudi-optimum")):
@@ -999,6 +1001,15 @@ PROSPECTIVE = {"a840a7a": (
                 "torchtitan-h100-llama3-405b-g512-fsdp1-cp8-s256k", "fa2paper-a100-gpt3-1.3b-s8192-fa1",
                 "ibmfp8blog-h100-llama3-70b-g512-bf16", "ibmfp8blog-h100-llama3-70b-g512-float8",
                 "ibmfp8blog-h100-llama3-405b-g512-tp4-bf16", "ibmfp8blog-h100-llama3-405b-g512-tp4-float8"),
+    # set 38: Hugging Face's Ultra-Scale Playbook, nanotron's best layout per (model, node count) on 8-512 H100
+    "4f3408f": ("hfusp-nanotron-h100-1p3b-n1-dp4tp1pp2", "hfusp-nanotron-h100-1p3b-n8-dp32tp1pp2",
+                "hfusp-nanotron-h100-1p3b-n64-dp128tp2pp2", "hfusp-nanotron-h100-3p6b-n1-dp4tp1pp2",
+                "hfusp-nanotron-h100-3p6b-n4-dp16tp1pp2", "hfusp-nanotron-h100-3p6b-n16-dp32tp4pp1",
+                "hfusp-nanotron-h100-3p6b-n64-dp128tp4pp1", "hfusp-nanotron-h100-8p9b-n1-dp2tp1pp4",
+                "hfusp-nanotron-h100-8p9b-n2-dp4tp4pp1", "hfusp-nanotron-h100-8p9b-n16-dp16tp8pp1",
+                "hfusp-nanotron-h100-8p9b-n32-dp32tp8pp1", "hfusp-nanotron-h100-8p9b-n64-dp128tp4pp1",
+                "hfusp-nanotron-h100-80b-n4-dp1tp8pp4", "hfusp-nanotron-h100-80b-n8-dp1tp4pp16",
+                "hfusp-nanotron-h100-80b-n32-dp4tp4pp16", "hfusp-nanotron-h100-80b-n64-dp32tp16pp1"),
 }
 
 
@@ -1008,7 +1019,8 @@ STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0
                                "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
                                "c5bc789", "7889f0d", "9033483", "71841d4",
                                "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d",
-                               "b953cc3", "1c195cd", "b66673f", "fa6e050", "624ce85", "a96bbdd")
+                               "b953cc3", "1c195cd", "b66673f", "fa6e050", "624ce85", "a96bbdd",
+                               "4f3408f")
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one

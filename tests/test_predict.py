@@ -1038,6 +1038,7 @@ def test_axlearn_remat_policy_is_priced_from_the_policy_the_row_names(a100):
     assert got.recompute == "selective" and got.selective_saves == "dots" and "dots_saveable" in how
     assert V.family("AXLearn (JAX/XLA), apple/axlearn") == "axlearn"
     assert V.family("torchprime (PyTorch/XLA SPMD, torch_xla nightly)") == "torchprime"
+    assert V.family("nanotron") == "nanotron"  # set 38: its own family, as torchprime (it moved the catch-all)
 
 
 def test_selective_that_keeps_only_matmul_outputs():
