@@ -1015,12 +1015,8 @@ PROSPECTIVE = {"a840a7a": (
 
 #: Prospective sets read after the software-stack factor existed (3246dee): scored, and their coverage counted,
 #: with it (``framework_unknown_stack``), as the predictor then predicted them; the earlier sets without it.
-STACK_SETS: tuple[str, ...] = ("3246dee", "1b3bd0e", "3f52401", "bd9c0da", "d8d0997", "d109c29", "8c4f09a", "8171607",
-                               "e8c226b", "352e8f3", "91b61d7", "0cdee9e", "1f0ab97", "eeef37d", "8c80db1",
-                               "c5bc789", "7889f0d", "9033483", "71841d4",
-                               "9c547db", "704726f", "d430fed", "4f6752a", "43dab7e", "683cbf4", "51d6c7d",
-                               "b953cc3", "1c195cd", "b66673f", "fa6e050", "624ce85", "a96bbdd",
-                               "4f3408f")
+#: PROSPECTIVE is in the order the sets were read, so these are its sets from 3246dee on.
+STACK_SETS: tuple[str, ...] = tuple(list(PROSPECTIVE)[list(PROSPECTIVE).index("3246dee"):])
 
 #: Prior on ``comm_eff`` (a Laplace prior on its log, per row): the calibrated collective bandwidth is trusted
 #: unless a family's rows insist. ``comm_eff`` and ``overlap_cost`` both slow communication-heavy rows; on one
@@ -1190,7 +1186,7 @@ REGIME_VALUE = {
     "accelerators": lambda p: p["n"],
     "precision": lambda p: p["layout"].precision,
     "hardware": lambda p: p["hw"],
-    "year": lambda p: (p.get("row") or {}).get("year") or "unstated",  # the run's, to show drift with software age
+    "year": lambda p: p["row"]["year"] or "unstated",  # the run's, to show drift with software age
 }
 
 

@@ -1593,7 +1593,8 @@ def test_regime_bias_within_hardware_does_not_repeat_a_hardwares_bias(tmp_path):
     from hwmodels.predict.predictor import regime_bias_notes
 
     def row(hw, n):
-        return {"hw": hw, "n": n, "spec": NS(seq_len=4096, n_params=lambda: 8e9), "layout": NS(precision="bf16")}
+        return {"hw": hw, "n": n, "spec": NS(seq_len=4096, n_params=lambda: 8e9), "layout": NS(precision="bf16"),
+                "row": {"year": "2025"}}
     # hardware a: +20% on every run, one node or many; hardware b: exact, all multi-node
     preds = [row("a", 8)] * 3 + [row("a", 64)] * 3 + [row("b", 64)] * 4
     errs = np.array([0.2] * 6 + [0.0] * 4)
